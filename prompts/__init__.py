@@ -1,0 +1,1 @@
+"""System and task prompts, kept as Markdown and loaded at run time."""

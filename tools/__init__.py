@@ -1,0 +1,1 @@
+"""Typed tools the agent acts through, and the host layer they share."""

@@ -1,0 +1,322 @@
+"""What every tool shares: risk classes, the Tool contract, schemas, truncation, artifacts.
+
+A tool file holds only what is particular to that tool: an `Args` model, a `Result`
+model, `action(args)` (what the call will do, on which host, and how risky it is) and
+`run(ctx, args)`. Validation, the strict JSON schema, output truncation for the model
+and artifact files all live here, once.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import inspect
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+# --------------------------------------------------------------------------- risk
+
+
+class RiskClass(str, enum.Enum):
+    """How much a step can change a host. Ordered: a later class is riskier."""
+
+    READ_ONLY = "read-only"
+    MUTATING = "mutating"
+    DESTRUCTIVE = "destructive"
+    FORBIDDEN = "forbidden"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+    def at_least(self, other: "RiskClass") -> "RiskClass":
+        """The riskier of the two: detectors may raise a class, never lower it."""
+        return self if self.rank >= other.rank else other
+
+
+_RANK = {RiskClass.READ_ONLY: 0, RiskClass.MUTATING: 1, RiskClass.DESTRUCTIVE: 2, RiskClass.FORBIDDEN: 3}
+
+
+class Risk(BaseModel):
+    """A risk class with the rule that produced it, so every decision can be audited."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cls: RiskClass
+    rule: str
+    reason: str
+    # The decoded form of an obfuscated command (base64 pipe, `bash -c '...'`), when one was found.
+    decoded: str | None = None
+
+
+class Action(BaseModel):
+    """What one tool call will do, as the safety gate sees it.
+
+    `subject` is the exact thing an approval binds to: the shell command for
+    `ssh_exec`, a canonical one-line description for typed tools. When `risk` is
+    None, `subject` is a shell command and the gate classifies it itself.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    host: str | None
+    subject: str
+    risk: Risk | None = None
+    # Tool arguments an authorization may match on (e.g. version, toolkit_only).
+    facts: dict[str, Any] = Field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class ToolError(Exception):
+    """A failure written for the model: what went wrong and what to do next."""
+
+
+class BackupRecord(BaseModel):
+    """A verified backup, as the safety layer's ledger keeps it.
+
+    A tool that takes a backup returns one of these in its Result's `backup` field;
+    the loop registers it, so a replayed session rebuilds the same ledger.
+    """
+
+    backup_id: str
+    host: str
+    kind: str  # e.g. "pip-freeze"
+    target: str  # what was backed up, e.g. the interpreter path
+    created_at: float
+    remote_dir: str
+    local_dir: str | None = None
+    files: dict[str, str] = Field(default_factory=dict)  # file name -> sha256
+    verified: bool = False
+    package_count: int | None = None
+
+
+# --------------------------------------------------------------------------- context
+
+
+class ArtifactStore:
+    """Whole outputs, kept as files beside the transcript; the model sees a truncation."""
+
+    def __init__(self, root: Path | None):
+        self.root = root
+        self._lock = threading.Lock()
+        self._counter = 0
+
+    def save(self, name: str, data: bytes | str) -> str | None:
+        """Write one artifact and return its path relative to the store root (None if disabled)."""
+        if self.root is None:
+            return None
+        if isinstance(data, str):
+            data = data.encode()
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:80]
+        with self._lock:
+            self._counter += 1
+            rel = f"{self._counter:05d}-{safe}"
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / rel).write_bytes(data)
+        return f"{self.root.name}/{rel}"
+
+
+class HostsProvider(Protocol):
+    def get(self, name: str) -> Any: ...
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may use. Built by the loop, one per call."""
+
+    hosts: HostsProvider
+    artifacts: ArtifactStore
+    call_id: str = "call"
+    cancel: threading.Event = field(default_factory=threading.Event)
+    # Live progress to listeners (UI): emit("output", {"stream": "stdout", "text": ...}).
+    emit: Callable[[str, dict], None] = lambda kind, data: None
+    # Session-scoped state shared by calls of the same tool (e.g. run_bench's labelled results).
+    store: dict[str, Any] = field(default_factory=dict)
+    # Secrets to keep out of anything a tool writes (backups, artifacts).
+    redact: Callable[[str], str] = lambda text: text
+
+
+# --------------------------------------------------------------------------- tools
+
+
+class Tool:
+    """Base class of a typed tool. Subclasses set `name`, `Args`, `Result`; docstring = description."""
+
+    name: ClassVar[str]
+    Args: ClassVar[type[BaseModel]]
+    Result: ClassVar[type[BaseModel]]
+
+    @classmethod
+    def description(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or cls.name)
+
+    def action(self, args: BaseModel) -> Action:  # pragma: no cover - every tool overrides
+        raise NotImplementedError
+
+    def run(self, ctx: ToolContext, args: BaseModel) -> BaseModel:  # pragma: no cover
+        raise NotImplementedError
+
+    def render(self, result: BaseModel) -> str:
+        """The result as the model reads it. Tools with large text override this to truncate."""
+        return result.model_dump_json(exclude_none=True)
+
+    # -- schema and validation, shared by every tool
+
+    @classmethod
+    def schema(cls) -> dict:
+        """The OpenAI function-tool schema, strict mode, generated from `Args`."""
+        return {
+            "type": "function",
+            "function": {
+                "name": cls.name,
+                "description": cls.description(),
+                "parameters": strict_schema(cls.Args),
+                "strict": True,
+            },
+        }
+
+    @classmethod
+    def parse_args(cls, raw: str | dict | None) -> BaseModel:
+        """Validate raw model arguments; raise ArgumentError with a message for the model."""
+        if raw is None or raw == "":
+            data: Any = {}
+        elif isinstance(raw, dict):
+            data = raw
+        else:
+            try:
+                data = json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise ArgumentError(
+                    f"arguments of {cls.name} are not valid JSON ({e.msg} at position {e.pos}); "
+                    f"send one JSON object matching the tool's schema"
+                ) from None
+        if not isinstance(data, dict):
+            raise ArgumentError(f"arguments of {cls.name} must be a JSON object, got {type(data).__name__}")
+        # Strict schemas make every field required and nullable; null means "use the default".
+        data = {k: v for k, v in data.items() if not (v is None and _has_non_null_default(cls.Args, k))}
+        try:
+            return cls.Args.model_validate(data)
+        except ValidationError as e:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}" for err in e.errors()
+            )
+            raise ArgumentError(f"invalid arguments for {cls.name}: {problems}") from None
+
+
+class ArgumentError(ValueError):
+    """A tool call the model got wrong; the message is returned to the model."""
+
+
+class StrictArgs(BaseModel):
+    """Base for tool Args: unknown keys are errors, so a typo never passes silently."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def _has_non_null_default(model: type[BaseModel], key: str) -> bool:
+    f = model.model_fields.get(key)
+    return f is not None and not f.is_required()
+
+
+def strict_schema(model: type[BaseModel]) -> dict:
+    """JSON schema in OpenAI's strict dialect: every property required, no extras, optionals nullable."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def fix(node: Any) -> Any:
+        if isinstance(node, list):
+            return [fix(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        node = {k: fix(v) for k, v in node.items() if k not in ("title",)}
+        if node.get("type") == "object" and "properties" in node:
+            props = node["properties"]
+            required = set(node.get("required", []))
+            for key, prop in props.items():
+                if key not in required:
+                    if "default" in prop:
+                        default = json.dumps(prop["default"])
+                        desc = prop.get("description", "")
+                        prop["description"] = (desc + f" (default {default})").strip()
+                    props[key] = _nullable(prop)
+                props[key].pop("default", None)
+            node["required"] = list(props)
+            node["additionalProperties"] = False
+        node.pop("default", None)
+        return node
+
+    out = fix(schema)
+    if defs:
+        out["$defs"] = {k: fix(v) for k, v in defs.items()}
+    return out
+
+
+def _nullable(prop: dict) -> dict:
+    if "anyOf" in prop:
+        if not any(p.get("type") == "null" for p in prop["anyOf"]):
+            prop = {**prop, "anyOf": [*prop["anyOf"], {"type": "null"}]}
+        return prop
+    if isinstance(prop.get("type"), str):
+        if "enum" in prop or "$ref" in prop:
+            return {"anyOf": [{k: v for k, v in prop.items() if k != "description"}, {"type": "null"}],
+                    **({"description": prop["description"]} if "description" in prop else {})}
+        return {**prop, "type": [prop["type"], "null"]}
+    if "$ref" in prop:
+        rest = {k: v for k, v in prop.items() if k != "$ref"}
+        return {"anyOf": [{"$ref": prop["$ref"]}, {"type": "null"}], **rest}
+    return prop
+
+
+# --------------------------------------------------------------------------- truncation
+
+MODEL_OUTPUT_LIMIT = 16_000  # bytes of one stream the model sees; the rest goes to the artifact
+
+
+def truncate_for_model(text: str, limit: int = MODEL_OUTPUT_LIMIT, artifact: str | None = None) -> str:
+    """Head and tail of `text` with byte and line counts; whole text stays in `artifact`."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text
+    head = data[: limit * 2 // 3].decode("utf-8", "ignore")
+    tail = data[-(limit // 3):].decode("utf-8", "ignore")
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    omitted = len(data) - len(head.encode()) - len(tail.encode())
+    where = f"; whole output in {artifact}" if artifact else ""
+    return (
+        f"{head}\n[... {omitted} bytes omitted of {len(data)} bytes, {lines} lines in all{where} ...]\n{tail}"
+    )
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------- registry
+
+
+class Registry:
+    """The tools of a session, by name."""
+
+    def __init__(self, tools: list[Tool]):
+        self._tools = {t.name: t for t in tools}
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __iter__(self):
+        return iter(self._tools.values())
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def schemas(self) -> list[dict]:
+        return [t.schema() for t in self._tools.values()]

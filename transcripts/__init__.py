@@ -1,0 +1,1 @@
+"""Recorded sessions: examples for people and fixtures for the replay tests."""
