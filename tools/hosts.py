@@ -37,13 +37,21 @@ class HostSpec:
     target: str | None = None  # ssh: user@host[:port] or a ~/.ssh/config alias; default: name
     path_prefix: list[str] = field(default_factory=list)  # directories put in front of PATH
     env: dict[str, str] = field(default_factory=dict)  # extra environment for every command
-    cuda_root: str = "/usr/local"  # where CUDA toolkits live side by side (cuda-12.8, cuda-13.0, cuda)
+    # Filesystem root for the system paths tools use (/usr/local/cuda-X.Y, /var/log, /tmp):
+    # "/" on a real host; a directory of its own for the simulated GPU host or a mounted image.
+    sysroot: str = "/"
     python: str | None = None  # the interpreter of interest (a venv's python); default python3 on PATH
     max_sessions: int = 8  # commands at once; below OpenSSH's MaxSessions of 10
     trust_host_key: str | None = None  # a fingerprint the operator trusts explicitly (SHA256:...)
 
     def path(self) -> str:
         return ":".join([*self.path_prefix, DEFAULT_PATH])
+
+    def sys_path(self, path: str) -> str:
+        """A system path ("/usr/local/cuda") as it lies on this host, under its sysroot."""
+        if self.sysroot in ("", "/") or not path.startswith("/"):
+            return path
+        return self.sysroot.rstrip("/") + path
 
 
 @dataclass
