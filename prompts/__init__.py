@@ -1,1 +1,12 @@
 """System and task prompts, kept as Markdown and loaded at run time."""
+
+from importlib import resources
+
+
+def load(name: str) -> str:
+    """The text of prompts/NAME.md, as shipped with the package."""
+    return resources.files(__name__).joinpath(f"{name}.md").read_text(encoding="utf-8")
+
+
+def system_prompt(hosts: list[str]) -> str:
+    return load("system").replace("{hosts}", ", ".join(hosts) if hosts else "(none yet)")

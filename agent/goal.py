@@ -1,0 +1,193 @@
+"""Goal files: what a scripted run is for, on which hosts, and what it may change.
+
+    goal: Upgrade the CUDA toolkit to 13.0 beside 12.8 and move torch to cu130 wheels.
+    hosts:
+      - gpu1                          # an ssh target or ~/.ssh/config alias
+      - {name: box2, target: root@127.0.0.1:2222, python: /opt/venv/bin/python}
+      - {name: sim, transport: sim}   # the built-in simulated GPU host
+    model: gpt-4.1                    # optional; also --model / OPENAI_BASE_URL
+    authorizations:                   # what may change without asking (see agent/safety.py)
+      - {host: gpu1, tool: install_runfile, args: {version: "13.0", toolkit_only: true}}
+      - {host: gpu1, command_prefix: "python -m pip install"}
+    budget: {turns: 40, tokens: 400000, minutes: 30}
+    success:                          # checks the tools can verify at the end
+      - {toolkit: {host: gpu1, path: /usr/local/cuda-13.0, version: "13.0"}}
+      - {throughput: {label: after, compare_to: before, min_ratio: 1.0}}
+
+Errors name the file, the line and the key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from agent.safety import Authorization
+
+
+class GoalError(ValueError):
+    """A goal file that cannot be used; the message names file, line and key."""
+
+
+class HostEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    transport: Literal["ssh", "local", "sim"] = "ssh"
+    target: str | None = None
+    sysroot: str = "/"
+    path_prefix: list[str] = Field(default_factory=list)
+    python: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    trust_host_key: str | None = None
+    max_sessions: int = Field(default=8, ge=1, le=64)
+
+
+class Budget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    turns: int = Field(default=40, ge=1)
+    tokens: int | None = Field(default=None, ge=1)
+    minutes: float | None = Field(default=None, gt=0)
+
+
+class ToolkitCheck(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    host: str | None = None  # default: every host of the goal
+    path: str
+    version: str
+
+
+class ThroughputCheck(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str = "after"
+    compare_to: str = "before"
+    min_ratio: float = 1.0
+
+
+class CommandCheck(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    host: str | None = None
+    run: str  # must be read-only: success checks never change a host
+    expect_exit: int = 0
+    expect_output: str | None = None  # a substring of stdout
+
+
+class SuccessCheck(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    toolkit: ToolkitCheck | None = None
+    throughput: ThroughputCheck | None = None
+    command: CommandCheck | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "SuccessCheck":
+        given = [k for k in ("toolkit", "throughput", "command") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("a success check has exactly one of: toolkit, throughput, command")
+        return self
+
+
+class Goal(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    goal: str = Field(min_length=1)
+    hosts: list[HostEntry] = Field(min_length=1)
+    model: str | None = None
+    base_url: str | None = None
+    authorizations: list[Authorization] = Field(default_factory=list)
+    budget: Budget = Field(default_factory=Budget)
+    success: list[SuccessCheck] = Field(default_factory=list)
+
+    @field_validator("hosts", mode="before")
+    @classmethod
+    def _names_to_entries(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [{"name": h} if isinstance(h, str) else h for h in v]
+        return v
+
+    @model_validator(mode="after")
+    def _known_hosts_only(self) -> "Goal":
+        names = [h.name for h in self.hosts]
+        if len(set(names)) != len(names):
+            raise ValueError(f"host names must be unique, got {names}")
+        for i, a in enumerate(self.authorizations):
+            if a.host != "*" and a.host not in names:
+                raise ValueError(f"authorizations[{i}] names host {a.host!r}, which is not in hosts {names}")
+        return self
+
+    def host_names(self) -> list[str]:
+        return [h.name for h in self.hosts]
+
+
+def load_goal(path: Path) -> Goal:
+    """Parse and validate a goal file, with errors that name file, line and key."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise GoalError(f"{path}: cannot read the goal file: {e.strerror}") from None
+    yaml = YAML(typ="rt")
+    try:
+        data = yaml.load(text)
+    except MarkedYAMLError as e:
+        mark = e.problem_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise GoalError(f"{path}{line}: not valid YAML: {e.problem}") from None
+    if not isinstance(data, dict):
+        raise GoalError(f"{path}:1: a goal file is a mapping with at least `goal:` and `hosts:`")
+    try:
+        return Goal.model_validate(_plain(data))
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+            key = _dotted(loc) or "(top level)"
+            line = _line_of(data, loc)
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                msg = "unknown key"
+            elif err["type"] == "missing":
+                msg = "required key is missing"
+            problems.append(f"{path}:{line}: {key}: {msg}")
+        raise GoalError("\n".join(problems)) from None
+
+
+def _plain(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {str(k): _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    return node
+
+
+def _dotted(loc: list) -> str:
+    out = ""
+    for p in loc:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _line_of(data: Any, loc: list) -> int:
+    """Best line for a location: the deepest key or item that exists in the YAML."""
+    line = 1
+    node = data
+    for p in loc:
+        lc = getattr(node, "lc", None)
+        try:
+            if isinstance(node, dict) and p in node:
+                if lc is not None:
+                    line = lc.key(p)[0] + 1
+                node = node[p]
+            elif isinstance(node, list) and isinstance(p, int) and p < len(node):
+                if lc is not None:
+                    line = lc.item(p)[0] + 1
+                node = node[p]
+            else:
+                break
+        except (KeyError, TypeError, IndexError):
+            break
+    return line

@@ -1,0 +1,253 @@
+"""The safety gate: hosts in scope, risk classes, backup before change, explicit approval.
+
+Every tool call passes `Gate.decide` before it runs. The order of the rules is the policy:
+
+1. a call naming a host outside the session's scope is refused before any connection;
+2. forbidden steps are refused in every mode;
+3. read-only steps run;
+4. in a dry run (`--plan`) every other step is skipped and reported as "would run";
+5. a mutating or destructive step needs a verified backup of that host from this session;
+6. ... and an explicit approval: the operator's terminal (chat) or the goal file's
+   authorizations (scripted runs). Nothing the model or a tool's output says counts.
+
+Approvals bind to the host and the exact subject (the shell command, or a typed tool's
+canonical description). Every decision names the rule that made it.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tools.base import Action, BackupRecord, Risk, RiskClass
+
+
+class Verdict(str, enum.Enum):
+    ALLOW = "allow"
+    DENY = "deny"
+    SKIP = "skip"  # dry run: recorded as "would run", not executed
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    risk: Risk
+    rule: str  # the policy rule that decided: "read-only", "out-of-scope", "no-backup", "approved", ...
+    reason: str
+    host: str | None = None
+    subject: str = ""
+    backup_id: str | None = None
+    approved_by: str | None = None  # "operator", "operator (session)", "goal:authorizations[2]"
+
+    @property
+    def allowed(self) -> bool:
+        return self.verdict is Verdict.ALLOW
+
+    def message_for_model(self) -> str:
+        """What the model reads when its call did not run."""
+        if self.verdict is Verdict.SKIP:
+            return (f"skipped (dry run): would run on {self.host or '-'} as {self.risk.cls.value} "
+                    f"({self.risk.reason}); {self.reason}")
+        return f"refused by the safety layer [{self.rule}]: {self.reason}"
+
+    def as_event(self) -> dict:
+        return {
+            "verdict": self.verdict.value, "rule": self.rule, "reason": self.reason, "host": self.host,
+            "subject": self.subject, "risk": self.risk.cls.value, "risk_rule": self.risk.rule,
+            "risk_reason": self.risk.reason, "decoded": self.risk.decoded, "backup_id": self.backup_id,
+            "approved_by": self.approved_by,
+        }
+
+
+# --------------------------------------------------------------------------- backups
+
+
+class BackupLedger:
+    """Verified backups taken in this session, per host. The gate reads it; tools' results fill it."""
+
+    def __init__(self) -> None:
+        self._by_host: dict[str, list[BackupRecord]] = {}
+        self._lock = threading.Lock()
+
+    def register(self, record: BackupRecord) -> None:
+        with self._lock:
+            self._by_host.setdefault(record.host, []).append(record)
+
+    def latest_verified(self, host: str) -> BackupRecord | None:
+        with self._lock:
+            verified = [r for r in self._by_host.get(host, []) if r.verified]
+        return verified[-1] if verified else None
+
+    def all(self) -> list[BackupRecord]:
+        with self._lock:
+            return [r for records in self._by_host.values() for r in records]
+
+
+# --------------------------------------------------------------------------- approvals
+
+
+class ApprovalAnswer(str, enum.Enum):
+    YES_ONCE = "yes"
+    NO = "no"
+    YES_SESSION = "session"  # this exact command on this host for the rest of the session (mutating only)
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    host: str | None
+    tool: str
+    subject: str
+    risk: Risk
+    backup: BackupRecord | None
+
+
+class Approver(Protocol):
+    """Who can say yes in an interactive session: the operator at the terminal."""
+
+    def ask(self, request: ApprovalRequest) -> ApprovalAnswer: ...
+
+
+class Authorization(BaseModel):
+    """One entry of a goal file's `authorizations:` list.
+
+    Exactly one of `command` (the exact command), `command_prefix` (whole words at the
+    start of a single simple command; mutating steps only) or `tool` (a typed tool,
+    with `args` its arguments must match) says what is allowed, on `host` ("*" = every
+    host in scope).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "*"
+    command: str | None = None
+    command_prefix: str | None = None
+    tool: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    destructive: bool = False  # a tool entry must say so to cover a destructive step
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "Authorization":
+        kinds = [k for k in ("command", "command_prefix", "tool") if getattr(self, k)]
+        if len(kinds) != 1:
+            raise ValueError("an authorization needs exactly one of: command, command_prefix, tool")
+        if self.args and not self.tool:
+            raise ValueError("args only go with tool")
+        return self
+
+    def matches(self, tool: str, action: Action, risk: Risk) -> bool:
+        if self.host != "*" and self.host != action.host:
+            return False
+        if self.command is not None:
+            return tool == "ssh_exec" and action.subject.strip() == self.command.strip()
+        if self.command_prefix is not None:
+            if tool != "ssh_exec" or risk.cls is not RiskClass.MUTATING:
+                return False
+            words = simple_command_words(action.subject)
+            prefix = simple_command_words(self.command_prefix)
+            return words is not None and prefix is not None and words[: len(prefix)] == prefix
+        if self.tool != tool:
+            return False
+        if risk.cls is RiskClass.DESTRUCTIVE and not self.destructive:
+            return False
+        return all(action.facts.get(k) == v for k, v in self.args.items())
+
+
+def simple_command_words(command: str) -> list[str] | None:
+    """The words of a single simple command with nothing to expand, or None.
+
+    Prefix authorizations match on these, so `pip install` covers `pip install torch` but
+    never `pip install x && rm -rf /`, `pip installer`, or `pip install $(...)`.
+    """
+    from agent.shellparse import plain_words
+
+    return plain_words(command)
+
+
+# --------------------------------------------------------------------------- the gate
+
+
+class Gate(Protocol):
+    def decide(self, tool: str, action: Action) -> Decision: ...
+
+
+def classify_action(action: Action) -> Risk:
+    """An action's risk: declared by the tool, or (for shell commands) from the classifier."""
+    if action.risk is not None:
+        return action.risk
+    from agent.classifier import classify
+
+    return classify(action.subject)
+
+
+@dataclass
+class SafetyPolicy:
+    """The gate of a session. Scope, ledger and approvals live here; the loop only asks."""
+
+    scope: set[str]
+    ledger: BackupLedger = field(default_factory=BackupLedger)
+    mode: Literal["interactive", "scripted"] = "scripted"
+    approver: Approver | None = None  # interactive: the operator's terminal
+    authorizations: list[Authorization] = field(default_factory=list)  # scripted: the goal file
+    plan: bool = False  # dry run
+    _session_approvals: set[tuple[str | None, str]] = field(default_factory=set)
+
+    def decide(self, tool: str, action: Action) -> Decision:
+        def verdict(v: Verdict, risk: Risk, rule: str, reason: str, **kw: Any) -> Decision:
+            return Decision(v, risk, rule, reason, host=action.host, subject=action.subject, **kw)
+
+        if action.host is not None and action.host not in self.scope:
+            risk = Risk(cls=RiskClass.FORBIDDEN, rule="scope", reason="host outside the session")
+            return verdict(Verdict.DENY, risk, "out-of-scope",
+                           f"host {action.host!r} is not one of this session's hosts "
+                           f"({', '.join(sorted(self.scope)) or 'none'}); only the operator can add a host")
+        risk = classify_action(action)
+        if risk.cls is RiskClass.FORBIDDEN:
+            return verdict(Verdict.DENY, risk, "forbidden", f"{risk.reason}; this is refused in every mode")
+        if risk.cls is RiskClass.READ_ONLY:
+            return verdict(Verdict.ALLOW, risk, "read-only", risk.reason)
+        needs = "approval" if risk.cls is RiskClass.MUTATING else "approval, asked one by one"
+        if self.plan:
+            return verdict(Verdict.SKIP, risk, "plan", f"needs a backup of {action.host} and {needs}")
+        if risk.rule == "backup":
+            # Taking a backup writes only its own new directory; it is what makes later steps possible.
+            return verdict(Verdict.ALLOW, risk, "backup", "a backup writes only its own timestamped directory")
+        backup = self.ledger.latest_verified(action.host) if action.host else None
+        if action.host is not None and backup is None:
+            return verdict(Verdict.DENY, risk, "no-backup",
+                           f"this is a {risk.cls.value} step ({risk.reason}) and there is no verified backup of "
+                           f"{action.host} from this session: take one first with pip_freeze_backup, then retry")
+        backup_id = backup.backup_id if backup else None
+        if self.mode == "interactive":
+            return self._ask_operator(tool, action, risk, backup, verdict)
+        for i, auth in enumerate(self.authorizations):
+            if auth.matches(tool, action, risk):
+                return verdict(Verdict.ALLOW, risk, "authorized", f"goal file authorizations[{i}] covers it",
+                               backup_id=backup_id, approved_by=f"goal:authorizations[{i}]")
+        return verdict(Verdict.DENY, risk, "not-authorized",
+                       f"this {risk.cls.value} step ({risk.reason}) is not covered by the goal file's "
+                       f"authorizations, and a scripted run never asks; report what you would need instead")
+
+    def _ask_operator(self, tool, action, risk, backup, verdict) -> Decision:
+        backup_id = backup.backup_id if backup else None
+        key = (action.host, action.subject)
+        if risk.cls is RiskClass.MUTATING and key in self._session_approvals:
+            return verdict(Verdict.ALLOW, risk, "approved", "approved earlier for this session",
+                           backup_id=backup_id, approved_by="operator (session)")
+        if self.approver is None:
+            return verdict(Verdict.DENY, risk, "no-approver", "no operator is attached to approve it",
+                           backup_id=backup_id)
+        answer = self.approver.ask(ApprovalRequest(action.host, tool, action.subject, risk, backup))
+        if answer is ApprovalAnswer.YES_SESSION and risk.cls is RiskClass.MUTATING:
+            self._session_approvals.add(key)
+            return verdict(Verdict.ALLOW, risk, "approved", "the operator approved it for this session",
+                           backup_id=backup_id, approved_by="operator (session)")
+        if answer in (ApprovalAnswer.YES_ONCE, ApprovalAnswer.YES_SESSION):
+            # A destructive step is always approved one by one, whatever the answer offered.
+            return verdict(Verdict.ALLOW, risk, "approved", "the operator approved it",
+                           backup_id=backup_id, approved_by="operator")
+        return verdict(Verdict.DENY, risk, "declined", "the operator declined it; ask how they want to proceed",
+                       backup_id=backup_id)

@@ -1,0 +1,234 @@
+"""Transcripts: append-only JSONL, one event per line, hash-chained, secrets redacted.
+
+Every line is a JSON object with `v` (schema version), `seq`, `t` (unix time), `type`,
+`prev` (sha256 of the previous line's bytes; "" for the first) and the event's fields.
+Lines are flushed as they are written, so a crash loses at most the line being written,
+and `close()` always writes a `session_end` event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+SCHEMA_VERSION = 1
+
+# Events the writer knows; readers must accept unknown ones from newer versions.
+EVENT_TYPES = (
+    "session_start", "model_request", "model_response", "model_error", "tool_call", "decision",
+    "approval", "tool_start", "tool_result", "backup", "host_key_trusted", "note", "session_end",
+)
+
+
+# --------------------------------------------------------------------------- redaction
+
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
+_PATTERNS = [
+    # KEY=value / TOKEN: value forms in commands, env dumps and config files.
+    re.compile(r"(?i)\b([A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*)(\s*[=:]\s*)([\"']?)([^\s\"']{4,})"),
+    re.compile(r"(?i)\b(authorization\s*[:=]\s*)(bearer|basic|token)?\s*[^\s\"',]+"),
+    re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),  # OpenAI-style keys
+    re.compile(r"\b(?:ghp|gho|ghs|github_pat|hf|xox[abp])_[A-Za-z0-9_]{16,}"),  # GitHub, Hugging Face, Slack
+    re.compile(r"(?i)(--password[= ]|--token[= ]|--api-key[= ])(\S+)"),
+    re.compile(r"(://[^/\s:@]+:)([^@\s/]+)(@)"),  # passwords in URLs
+]
+REDACTED = "[REDACTED]"
+
+
+class Redactor:
+    """Removes secrets from text: known secret values, and anything shaped like a credential."""
+
+    def __init__(self, secrets: list[str] | None = None, environ: dict[str, str] | None = None):
+        env = os.environ if environ is None else environ
+        values = {v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= 6}
+        values.update(s for s in (secrets or []) if s and len(s) >= 6)
+        # Longest first, so a secret containing another is removed whole.
+        self._values = sorted(values, key=len, reverse=True)
+
+    def add(self, secret: str) -> None:
+        if secret and len(secret) >= 6 and secret not in self._values:
+            self._values.append(secret)
+            self._values.sort(key=len, reverse=True)
+
+    def text(self, s: str) -> str:
+        for v in self._values:
+            if v in s:
+                s = s.replace(v, REDACTED)
+        if not any(c in s for c in "=:kKbBsSghx-"):  # cheap exit for plain text
+            return s
+        s = _PATTERNS[0].sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", s)
+        s = _PATTERNS[1].sub(lambda m: f"{m.group(1)}{REDACTED}", s)
+        s = _PATTERNS[2].sub(lambda m: f"{m.group(1)} {REDACTED}", s)
+        s = _PATTERNS[3].sub(REDACTED, s)
+        s = _PATTERNS[4].sub(REDACTED, s)
+        s = _PATTERNS[5].sub(lambda m: f"{m.group(1)}{REDACTED}", s)
+        s = _PATTERNS[6].sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", s)
+        return s
+
+    def value(self, obj: Any) -> Any:
+        """Redact every string inside a JSON-like value; keys named like secrets lose their value."""
+        if isinstance(obj, str):
+            return self.text(obj)
+        if isinstance(obj, dict):
+            out = {}
+            for k, v in obj.items():
+                if isinstance(k, str) and isinstance(v, str) and _SECRET_NAME.search(k) and v:
+                    out[k] = REDACTED
+                else:
+                    out[k] = self.value(v)
+            return out
+        if isinstance(obj, (list, tuple)):
+            return [self.value(v) for v in obj]
+        return obj
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def line_hash(line: bytes) -> str:
+    return hashlib.sha256(line.rstrip(b"\n")).hexdigest()
+
+
+class TranscriptWriter:
+    """Appends events to a JSONL file. Thread-safe: tool threads and the loop both write."""
+
+    def __init__(self, path: Path | None, redactor: Redactor | None = None):
+        self.path = path
+        self.redactor = redactor or Redactor()
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._prev = ""
+        self._closed = False
+        self._file = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.exists() and path.stat().st_size:
+                raise FileExistsError(f"transcript {path} already exists; choose another path")
+            self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - held for the session
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def artifacts_dir(self) -> Path | None:
+        return None if self.path is None else self.path.with_suffix("").with_name(self.path.stem + ".artifacts")
+
+    def write(self, type_: str, **fields: Any) -> dict:
+        """Write one event and return it (as written: redacted)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("transcript is closed")
+            event = {"v": SCHEMA_VERSION, "seq": self._seq, "t": round(time.time(), 6), "type": type_,
+                     "prev": self._prev}
+            event.update(self.redactor.value(fields))
+            line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_json_default).encode()
+            if self._file is not None:
+                self._file.write(line + b"\n")  # unbuffered: on disk (page cache) when this returns
+            self._prev = line_hash(line)
+            self._seq += 1
+            if type_ == "session_end":
+                self._closed = True
+                if self._file is not None:
+                    self._file.close()
+            return event
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "model_dump"):
+        return o.model_dump(mode="json")
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    if isinstance(o, Path):
+        return str(o)
+    if isinstance(o, bytes):
+        return o.decode("utf-8", "replace")
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+# --------------------------------------------------------------------------- reading
+
+
+class TranscriptError(ValueError):
+    pass
+
+
+def iter_events(path: Path) -> Iterator[dict]:
+    """Events of a transcript, one at a time (constant memory)."""
+    with open(path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as e:
+                raise TranscriptError(f"{path}:{n}: not a JSON line ({e.msg})") from None
+
+
+@dataclass
+class VerifyReport:
+    ok: bool
+    events: int
+    problems: list[str]
+    ended: bool
+    status: str | None
+
+
+def verify(path: Path) -> VerifyReport:
+    """Check every line parses, the hash chain holds, seq is contiguous and an end event closes it."""
+    problems: list[str] = []
+    prev = ""
+    count = 0
+    ended = False
+    status = None
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            line = raw.rstrip(b"\n")
+            if not line:
+                continue
+            try:
+                ev = json.loads(line)
+            except json.JSONDecodeError as e:
+                problems.append(f"line {n}: not valid JSON ({e.msg})")
+                prev = line_hash(line)
+                continue
+            if ended:
+                problems.append(f"line {n}: event after session_end")
+            if ev.get("prev") != prev:
+                problems.append(f"line {n}: hash chain broken (prev does not match line {n - 1})")
+            if ev.get("seq") != count:
+                problems.append(f"line {n}: seq {ev.get('seq')} where {count} was expected")
+            if ev.get("v") != SCHEMA_VERSION:
+                problems.append(f"line {n}: schema version {ev.get('v')} (this reader knows {SCHEMA_VERSION})")
+            if ev.get("type") == "session_end":
+                ended = True
+                status = ev.get("status")
+            prev = line_hash(line)
+            count += 1
+    if not ended:
+        problems.append("no session_end event: the session did not close its transcript")
+    return VerifyReport(ok=not problems, events=count, problems=problems, ended=ended, status=status)
+
+
+def default_transcript_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "upgrade-agent" / "transcripts"
+
+
+def new_transcript_path(prefix: str = "session") -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    d = default_transcript_dir()
+    path = d / f"{prefix}-{stamp}.jsonl"
+    n = 1
+    while path.exists():
+        n += 1
+        path = d / f"{prefix}-{stamp}-{n}.jsonl"
+    return path
