@@ -111,15 +111,17 @@ def _is_retryable(exc: BaseException) -> bool:
 class _WaitRetryAfter(tenacity.wait.wait_base):
     """Honour Retry-After when the server sends it; exponential backoff with jitter otherwise."""
 
+    # A server asking for longer than this is treated as down rather than waited for.
+    RETRY_AFTER_CAP_S = 120.0
+
     def __init__(self, initial: float, maximum: float):
-        self.backoff = tenacity.wait_exponential_jitter(initial=initial, max=maximum)
-        self.maximum = maximum
+        self.backoff = tenacity.wait_exponential(multiplier=initial, max=maximum) + tenacity.wait_random(0, initial)
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> float:
         exc = retry_state.outcome.exception() if retry_state.outcome else None
         asked = _retry_after_seconds(exc) if exc else None
         if asked is not None:
-            return min(asked, self.maximum)
+            return min(asked, self.RETRY_AFTER_CAP_S)
         return self.backoff(retry_state)
 
 

@@ -1,1 +1,33 @@
 """Typed tools the agent acts through, and the host layer they share."""
+
+from __future__ import annotations
+
+import importlib
+
+# Tool modules in the order the model sees them. Each defines one Tool subclass named in TOOLS.
+TOOLS = {
+    "inspect_host": "tools.inspect_host:InspectHost",
+    "ssh_exec": "tools.ssh_exec:SshExec",
+    "web_search": "tools.web_search:WebSearch",
+    "pip_freeze_backup": "tools.pip_freeze_backup:PipFreezeBackup",
+    "restore_backup": "tools.restore_backup:RestoreBackup",
+    "install_runfile": "tools.install_runfile:InstallRunfile",
+    "run_bench": "tools.run_bench:RunBench",
+}
+
+
+def default_tools(names: list[str] | None = None) -> list:
+    """Instances of the project's tools (those whose modules are present), in a stable order."""
+    out = []
+    for name, ref in TOOLS.items():
+        if names is not None and name not in names:
+            continue
+        module, cls = ref.split(":")
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name == module:
+                continue  # not built yet in this checkout
+            raise
+        out.append(getattr(mod, cls)())
+    return out

@@ -1,0 +1,281 @@
+"""The `agent` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+EXIT_OK = 0  # goal met / replay identical
+EXIT_FAILED = 1  # goal not met, a step failed, or replay differs
+EXIT_USAGE = 2  # usage or configuration error
+EXIT_REFUSED = 3  # a needed step was refused by the safety layer
+EXIT_BUDGET = 4  # budget exhausted
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES_HELP = """exit codes:
+  0    goal met (run), identical (replay), no problems (show --verify)
+  1    goal not met or a step failed; replay differs; transcript damaged
+  2    usage or configuration error (bad goal file, no model endpoint, unknown host)
+  3    a needed step was refused by the safety layer
+  4    budget exhausted (turns, tokens or minutes)
+  130  interrupted (Ctrl-C)
+"""
+
+
+class UsageError(Exception):
+    """A configuration problem: printed as one line, exit 2."""
+
+
+def _fail(msg: str, code: int = EXIT_USAGE) -> int:
+    print(f"agent: {msg}", file=sys.stderr)
+    return code
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_tools(args) -> int:
+    from tools import default_tools
+
+    tools = default_tools()
+    if args.json:
+        print(json.dumps([t.schema() for t in tools], indent=2))
+        return EXIT_OK
+    for t in tools:
+        first = t.description().splitlines()[0]
+        print(f"{t.name:20} {first}")
+    return EXIT_OK
+
+
+def cmd_show(args) -> int:
+    from agent.timeline import steps
+    from agent.transcript import TranscriptError, verify
+
+    path = Path(args.transcript)
+    if not path.exists():
+        return _fail(f"no transcript at {path}")
+    if args.verify:
+        report = verify(path)
+        if args.json:
+            print(json.dumps({"ok": report.ok, "events": report.events, "status": report.status,
+                              "problems": report.problems}))
+        else:
+            print(f"{path}: {report.events} events, status {report.status or '-'}: "
+                  + ("chain intact" if report.ok else "PROBLEMS"))
+            for p in report.problems:
+                print(f"  {p}")
+        return EXIT_OK if report.ok else EXIT_FAILED
+    try:
+        if args.json:
+            for s in steps(path):
+                print(json.dumps(s, ensure_ascii=False, default=str))
+            return EXIT_OK
+        from agent.ui import PlainPrinter
+        from agent.transcript import iter_events
+
+        printer = PlainPrinter(live=False)
+        for ev in iter_events(path):
+            printer(ev)
+    except TranscriptError as e:
+        return _fail(str(e), EXIT_FAILED)
+    return EXIT_OK
+
+
+def cmd_replay(args) -> int:
+    from agent.replay import replay
+    from agent.transcript import TranscriptError
+    from tools import default_tools
+    from tools.base import Registry
+
+    failed = 0
+    for name in args.transcripts:
+        path = Path(name)
+        if not path.exists():
+            return _fail(f"no transcript at {path}")
+        try:
+            report = replay(path, Registry(default_tools()))
+        except TranscriptError as e:
+            print(f"{path}: {e}")
+            failed += 1
+            continue
+        if args.json:
+            print(json.dumps({"transcript": str(path), "ok": report.ok, "turns": report.turns,
+                              "compared": report.compared, "message": report.message}))
+        else:
+            print(f"{path}: {report.message}")
+        failed += not report.ok
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_run(args) -> int:
+    from agent.session_builder import SessionConfigError, run_goal
+
+    try:
+        return run_goal(args)
+    except SessionConfigError as e:
+        return _fail(str(e))
+
+
+def cmd_chat(args) -> int:
+    from agent.session_builder import SessionConfigError, chat
+
+    try:
+        return chat(args)
+    except SessionConfigError as e:
+        return _fail(str(e))
+
+
+def cmd_classify(args) -> int:
+    from agent.classifier import classify
+
+    def one(command: str) -> dict:
+        r = classify(command)
+        out = {"command": command, "risk": r.cls.value, "reason": r.reason, "rule": r.rule}
+        if r.decoded:
+            out["decoded"] = r.decoded
+        return out
+
+    command = " ".join(args.command).strip()
+    if command:
+        res = one(command)
+        if args.json:
+            print(json.dumps(res))
+        else:
+            print(f"{res['risk']}: {res['reason']} [{res['rule']}]" + (
+                f"\n  decoded: {res['decoded']}" if res.get("decoded") else ""))
+        return EXIT_OK
+    for line in sys.stdin:
+        line = line.rstrip("\n")
+        if line.strip():
+            print(json.dumps(one(line)), flush=True)
+    return EXIT_OK
+
+
+def cmd_exec(args) -> int:
+    from agent.session_builder import SessionConfigError, exec_one
+
+    try:
+        return exec_one(args)
+    except SessionConfigError as e:
+        return _fail(str(e))
+
+
+def cmd_demo(args) -> int:
+    from agent.demo import demo
+
+    return demo(args)
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _add_model_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model endpoint (any OpenAI-compatible server)")
+    g.add_argument("--model", help="model name (default: the goal file's, else $UPGRADE_AGENT_MODEL, else gpt-4.1)")
+    g.add_argument("--base-url", help="server URL, e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL)")
+    g.add_argument("--model-timeout", type=float, default=120.0, help="seconds per model request (default 120)")
+
+
+def _add_host_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", action="append", default=[], metavar="HOST",
+                   help="a host in scope: user@host[:port], an ~/.ssh/config alias, 'local', or 'sim' "
+                        "(a fresh simulated GPU host); repeatable")
+    p.add_argument("--trust-host-key", action="append", default=[], metavar="FINGERPRINT",
+                   help="trust this SHA256:... host key fingerprint of an unknown host (written to the transcript)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agent",
+        description="Upgrade the software stack of GPU machines (CUDA toolkit, PyTorch wheels, kernel packages, "
+                    "serving engines) with an LLM that plans, typed tools that act, and a safety layer between "
+                    "them. Every step is written to a replayable transcript.",
+        epilog="Start with `agent demo`. Model endpoint: OPENAI_API_KEY / OPENAI_BASE_URL, or --base-url.\n\n"
+               + EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run a goal file, asking nothing; ends with a report and an exit code",
+                       description="Run GOAL.yaml without questions: what its authorizations allow may run, "
+                                   "every other risky step is refused.",
+                       epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("goal", help="goal file (YAML); see goals/ for examples")
+    p.add_argument("--plan", action="store_true", help="dry run: read-only steps run, the rest is reported as 'would run'")
+    p.add_argument("--json", action="store_true", help="print one JSON event per line instead of progress")
+    p.add_argument("--transcript", help="where to write the transcript (default: a new file in the data dir)")
+    _add_model_flags(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("chat", help="interactive session; you approve risky steps in the terminal",
+                       epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_host_flags(p)
+    p.add_argument("--plan", action="store_true", help="start in dry-run mode (/plan toggles it)")
+    p.add_argument("--transcript", help="where to write the transcript")
+    _add_model_flags(p)
+    p.set_defaults(func=cmd_chat)
+
+    p = sub.add_parser("replay", help="re-drive recorded sessions; exit 1 with a diff at the first difference")
+    p.add_argument("transcripts", nargs="+", help="transcript files (JSONL)")
+    p.add_argument("--json", action="store_true", help="one JSON object per transcript")
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("show", help="a readable timeline of a transcript; --verify checks its hash chain")
+    p.add_argument("transcript")
+    p.add_argument("--json", action="store_true", help="one normalized JSON object per step")
+    p.add_argument("--verify", action="store_true", help="check every line, the hash chain and the end event")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("tools", help="list the tools the model can call (--json: their schemas)")
+    p.add_argument("--json", action="store_true", help="print the OpenAI tool schemas")
+    p.set_defaults(func=cmd_tools)
+
+    p = sub.add_parser("classify", help="the safety layer's risk class of a shell command",
+                       description="Print the risk class (read-only, mutating, destructive, forbidden) and the rule. "
+                                   "With no command, read commands from stdin, one per line, and print one JSON "
+                                   "object per line.")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND")
+    p.set_defaults(func=cmd_classify)
+
+    p = sub.add_parser("exec", help="run one command on a host through the host layer and the safety gate",
+                       description="Run COMMAND on HOST like the ssh_exec tool does. Read-only commands run; "
+                                   "anything else is refused here (use chat to approve it).")
+    p.add_argument("host")
+    p.add_argument("--timeout", type=float, default=600, help="seconds before the remote process is killed")
+    p.add_argument("--trust-host-key", action="append", default=[], metavar="FINGERPRINT")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND")
+    p.set_defaults(func=cmd_exec)
+
+    p = sub.add_parser("demo", help="the seed's CUDA 12.8 -> 13 upgrade on a fresh simulated GPU host")
+    p.add_argument("--ask", action="store_true", help="ask me to approve steps instead of the demo's goal file")
+    p.add_argument("--dir", help="where to put the simulated host, transcript and report (default: a new temp dir)")
+    p.add_argument("--json", action="store_true")
+    _add_model_flags(p)
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if isinstance(getattr(args, "command", None), list) and args.command[:1] == ["--"]:
+        args.command = args.command[1:]  # `agent exec HOST -- CMD`: the separator is not part of CMD
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

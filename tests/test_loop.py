@@ -1,0 +1,296 @@
+"""The planner loop through the real openai SDK to a scripted server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.loop import Budget, Session, run_session
+from agent.model import OpenAIModel, ScriptedModel, turn
+from agent.safety import Authorization, SafetyPolicy
+from agent.transcript import TranscriptWriter, iter_events, verify
+from fake_openai import Drop, FakeOpenAI, Reply, Status
+from fake_tools import all_fake_tools
+from tools.base import Registry
+
+
+def make_session(path: Path, model, scope=("h1", "h2"), budget: Budget | None = None, **policy) -> Session:
+    gate = SafetyPolicy(scope=set(scope), **policy)
+    return Session(model=model, registry=Registry(all_fake_tools()), gate=gate, transcript=TranscriptWriter(path),
+                   system_prompt="You are a test.", budget=budget or Budget(max_turns=10))
+
+
+def events(path: Path, type_: str | None = None) -> list[dict]:
+    return [e for e in iter_events(path) if type_ is None or e["type"] == type_]
+
+
+def openai_model(srv: FakeOpenAI, **kw) -> OpenAIModel:
+    return OpenAIModel("test-model", base_url=srv.base_url, api_key="sk-test-key-000000000000",
+                       backoff_initial_s=0.01, backoff_max_s=0.05, **kw)
+
+
+def test_plain_answer_ends_session_with_done(tmp_path):
+    path = tmp_path / "t.jsonl"
+    with FakeOpenAI([Reply(text="All checked, nothing to do.")]) as srv:
+        s = make_session(path, openai_model(srv))
+        out = run_session(s, "check the host")
+    assert out.status == "done" and out.final_text == "All checked, nothing to do."
+    assert verify(path).ok
+    end = events(path)[-1]
+    assert end["type"] == "session_end" and end["status"] == "done" and end["tokens"] == 15
+    # The SDK sent the tool schemas, strict, with parallel calls on.
+    body = srv.requests[0]
+    assert body["parallel_tool_calls"] is True
+    assert {t["function"]["name"] for t in body["tools"]} == {"echo", "sleep", "crash", "fake_backup", "change"}
+    assert all(t["function"]["strict"] for t in body["tools"])
+
+
+def test_parallel_calls_run_concurrently_and_results_keep_call_order(tmp_path):
+    path = tmp_path / "t.jsonl"
+    calls = [("sleep", {"host": "h1", "seconds": 0.4}) for _ in range(4)] + [("echo", {"text": "last"})]
+    with FakeOpenAI([Reply(calls=calls), Reply(text="done")]) as srv:
+        out = run_session(make_session(path, openai_model(srv)), "go")
+        second = srv.requests[1]["messages"]
+    assert out.status == "done"
+    starts = {e["call_id"]: e["t"] for e in events(path, "tool_start")}
+    results = events(path, "tool_result")
+    assert [r["index"] for r in results] == [0, 1, 2, 3, 4]
+    sleeps = [r for r in results if r["tool"] == "sleep"]
+    # Overlapping intervals: every sleep started before any other sleep ended.
+    latest_start = max(r["started"] for r in sleeps)
+    earliest_end = min(r["ended"] for r in sleeps)
+    assert latest_start < earliest_end, "read-only calls of one batch did not overlap"
+    assert len(starts) == 5
+    # Results go back to the model in call order, one tool message per call id.
+    tool_msgs = [m for m in second if m["role"] == "tool"]
+    assistant = [m for m in second if m["role"] == "assistant"][0]
+    assert [m["tool_call_id"] for m in tool_msgs] == [c["id"] for c in assistant["tool_calls"]]
+
+
+def test_mutating_calls_run_alone_in_call_order_and_other_hosts_do_not_wait(tmp_path):
+    path = tmp_path / "t.jsonl"
+    auth = [Authorization(tool="sleep")]
+    script = ScriptedModel([
+        turn(calls=[("fake_backup", {"host": "h1"}), ("fake_backup", {"host": "h2"})]),
+        turn(calls=[
+            ("sleep", {"host": "h1", "seconds": 0.3}),                   # 0 read
+            ("sleep", {"host": "h1", "seconds": 0.3, "change": True}),   # 1 write: waits for 0
+            ("sleep", {"host": "h1", "seconds": 0.3}),                   # 2 read: waits for 1
+            ("sleep", {"host": "h2", "seconds": 0.3, "change": True}),   # 3 other host: no wait
+        ]),
+        turn("done"),
+    ])
+    out = run_session(make_session(path, script, authorizations=auth), "go")
+    assert out.status == "done"
+    r = {e["index"]: e for e in events(path, "tool_result") if e["turn"] == 2}
+    assert all(x["status"] == "ok" for x in r.values()), r
+    assert r[1]["started"] >= r[0]["ended"], "a mutating call started before the earlier read finished"
+    assert r[2]["started"] >= r[1]["ended"], "a read overtook the earlier mutating call"
+    assert r[3]["started"] < r[0]["ended"], "a call on another host waited for this host's calls"
+
+
+def test_malformed_calls_become_error_results_and_the_loop_goes_on(tmp_path):
+    path = tmp_path / "t.jsonl"
+    with FakeOpenAI([
+        Reply(calls=[("echo", '{"text": "unterminated'), ("nope", {}), ("echo", {"txt": "typo"}),
+                     ("echo", {"text": "fine"})]),
+        Reply(text="recovered"),
+    ]) as srv:
+        out = run_session(make_session(path, openai_model(srv)), "go")
+        msgs = srv.requests[1]["messages"]
+    assert out.status == "done"
+    tool_msgs = [m["content"] for m in msgs if m["role"] == "tool"]
+    assert "not valid JSON" in tool_msgs[0]
+    assert "unknown tool 'nope'" in tool_msgs[1] and "echo" in tool_msgs[1]
+    assert "text: Field required" in tool_msgs[2] and "txt: Extra inputs are not permitted" in tool_msgs[2]
+    assert tool_msgs[3] == "fine"
+    calls = events(path, "tool_call")
+    assert [bool(c.get("error")) for c in calls] == [True, True, True, False]
+
+
+def test_three_malformed_turns_in_a_row_end_the_session(tmp_path):
+    path = tmp_path / "t.jsonl"
+    bad = Reply(calls=[("echo", "{not json")])
+    with FakeOpenAI([bad, bad, bad, Reply(text="never reached")]) as srv:
+        out = run_session(make_session(path, openai_model(srv)), "go")
+    assert out.status == "malformed" and "3 turns" in out.reason
+    assert len(srv.requests) == 3
+    assert events(path)[-1]["status"] == "malformed"
+
+
+def test_rate_limit_is_retried_honouring_retry_after(tmp_path):
+    path = tmp_path / "t.jsonl"
+    with FakeOpenAI([Status(429, "slow down", retry_after=0.3), Reply(text="ok")]) as srv:
+        t0 = time.monotonic()
+        out = run_session(make_session(path, openai_model(srv)), "go")
+        waited = time.monotonic() - t0
+    assert out.status == "done" and len(srv.requests) == 2
+    assert waited >= 0.3, "Retry-After was not honoured"
+    resp = events(path, "model_response")[0]
+    assert resp["attempts"] == 2
+    # The SDK's own retries are off: exactly one request per tenacity attempt.
+    assert srv.headers[0].get("x-stainless-retry-count") in (None, "0")
+
+
+def test_server_error_forever_fails_clearly(tmp_path):
+    path = tmp_path / "t.jsonl"
+    with FakeOpenAI([Status(500, "kaput")], repeat_last=True) as srv:
+        out = run_session(make_session(path, openai_model(srv, max_attempts=3)), "go")
+    assert out.status == "model_error"
+    assert "kept failing (500: kaput) after 3 attempts" in out.reason
+    assert len(srv.requests) == 3
+    assert events(path)[-1]["status"] == "model_error" and verify(path).ok
+
+
+def test_other_client_errors_fail_at_once_with_the_server_message(tmp_path):
+    with FakeOpenAI([Status(400, "this model does not support tools")]) as srv:
+        out = run_session(make_session(tmp_path / "t.jsonl", openai_model(srv)), "go")
+    assert out.status == "model_error" and len(srv.requests) == 1
+    assert "rejected the request (400): this model does not support tools" in out.reason
+
+
+def test_a_dropped_stream_is_retried(tmp_path):
+    path = tmp_path / "t.jsonl"
+    with FakeOpenAI([Drop("partial ans"), Reply(text="whole answer")]) as srv:
+        out = run_session(make_session(path, openai_model(srv)), "go")
+    assert out.status == "done" and out.final_text == "whole answer" and len(srv.requests) == 2
+
+
+def test_unreachable_server_is_one_line_naming_the_setting(tmp_path):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # a closed port on loopback
+    model = OpenAIModel("m", base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_attempts=2,
+                        backoff_initial_s=0.01, backoff_max_s=0.02)
+    out = run_session(make_session(tmp_path / "t.jsonl", model), "go")
+    assert out.status == "model_error"
+    assert "cannot reach model server" in out.reason and "OPENAI_BASE_URL" in out.reason
+    assert "\n" not in out.reason
+
+
+def test_missing_key_and_url_is_a_clear_error(monkeypatch):
+    from agent.model import ModelError
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ModelError, match="set OPENAI_API_KEY .* or OPENAI_BASE_URL"):
+        OpenAIModel("m")
+
+
+def test_budgets_stop_the_session(tmp_path):
+    loop_forever = ScriptedModel(lambda msgs: turn(calls=[("echo", {"text": "again"})], usage=(100, 50)))
+    out = run_session(make_session(tmp_path / "a.jsonl", loop_forever, budget=Budget(max_turns=3)), "go")
+    assert out.status == "budget" and "turn budget of 3" in out.reason
+    out = run_session(make_session(tmp_path / "b.jsonl", loop_forever, budget=Budget(max_turns=100, max_tokens=400)),
+                      "go")
+    assert out.status == "budget" and "token budget" in out.reason
+    assert events(tmp_path / "b.jsonl")[-1]["tokens"] == 450
+
+
+def test_a_crash_inside_a_tool_is_an_error_result_and_the_session_continues(tmp_path):
+    path = tmp_path / "t.jsonl"
+    model = ScriptedModel([turn(calls=[("crash", {}), ("echo", {"text": "x"})]), turn("ok")])
+    out = run_session(make_session(path, model), "go")
+    assert out.status == "done"
+    res = events(path, "tool_result")
+    assert res[0]["status"] == "crashed" and "boom inside the tool" in res[0]["content"]
+    assert res[1]["status"] == "ok"
+    rep = verify(path)
+    assert rep.ok and rep.status == "done"
+
+
+def test_a_crash_in_the_loop_still_closes_the_transcript(tmp_path):
+    path = tmp_path / "t.jsonl"
+
+    class Exploding:
+        name = "exploding"
+
+        def complete(self, messages, tools, on_text=None):
+            raise ValueError("model adapter bug")
+
+    with pytest.raises(ValueError):
+        run_session(make_session(path, Exploding()), "go")
+    rep = verify(path)
+    assert rep.ok and rep.status == "crashed"
+    assert "model adapter bug" in events(path)[-1]["reason"]
+
+
+def test_keyboard_interrupt_mid_batch_cancels_and_closes_the_transcript(tmp_path):
+    path = tmp_path / "t.jsonl"
+    model = ScriptedModel([turn(calls=[("sleep", {"host": "h1", "seconds": 20}),
+                                       ("sleep", {"host": "h2", "seconds": 20})]), turn("never")])
+    session = make_session(path, model)
+    # Deliver a real SIGINT to this process while the batch runs.
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    t0 = time.monotonic()
+    out = run_session(session, "go")
+    assert out.status == "interrupted"
+    assert time.monotonic() - t0 < 10, "cancel did not stop the running calls"
+    rep = verify(path)
+    assert rep.ok and rep.status == "interrupted", rep.problems
+    results = events(path, "tool_result")
+    assert len(results) == 2 and all(r["status"] in ("cancelled", "ok") for r in results)
+    for line in path.read_text().splitlines():
+        json.loads(line)
+
+
+def test_without_a_safety_policy_anything_not_read_only_is_refused(tmp_path):
+    path = tmp_path / "t.jsonl"
+    model = ScriptedModel([turn(calls=[("change", {"host": "h1", "what": "pip install x"})]), turn("ok")])
+    out = run_session(make_session(path, model), "go")
+    assert out.status == "done"
+    d = events(path, "decision")[0]
+    assert d["verdict"] == "deny" and d["risk"] == "mutating"
+    assert "take one first with pip_freeze_backup" in events(path, "tool_result")[0]["content"]
+
+
+def test_redaction_keeps_planted_secrets_out_of_the_transcript(tmp_path, monkeypatch):
+    path = tmp_path / "t.jsonl"
+    env_secret = "exa-planted-env-secret-1234567890"
+    monkeypatch.setenv("EXA_API_KEY", env_secret)
+    cmd_secret = "hunter2-command-secret-value"
+    out_secret = "sk-plantedOutputKey000000000000000000"
+    model = ScriptedModel([
+        turn(calls=[("echo", {"text": f"export HF_TOKEN={cmd_secret}"}),
+                    ("echo", {"text": f"config: Authorization: Bearer {out_secret}"}),
+                    ("echo", {"text": f"the key is {env_secret}"})]),
+        turn(f"done; api key was {out_secret}"),
+    ])
+    run_session(make_session(path, model), "go")
+    text = path.read_text()
+    for secret in (env_secret, cmd_secret, out_secret):
+        assert secret not in text
+    assert text.count("[REDACTED]") >= 4
+    assert verify(path).ok
+
+
+def test_strict_schema_makes_every_field_required_and_nullable():
+    from fake_tools import Echo, Sleep
+
+    params = Echo.schema()["function"]["parameters"]
+    assert params["additionalProperties"] is False
+    assert set(params["required"]) == {"text", "host"}
+    assert params["properties"]["host"]["anyOf"][-1] == {"type": "null"} or "null" in params["properties"]["host"]["type"]
+    # null means "use the default"
+    args = Sleep.parse_args({"host": "h1", "seconds": 1, "change": None})
+    assert args.change is False
+
+
+def test_truncation_keeps_head_and_tail_with_counts():
+    from tools.base import truncate_for_model
+
+    text = "".join(f"line {i}\n" for i in range(100_000))
+    out = truncate_for_model(text, limit=2000, artifact="t.artifacts/00001-stdout")
+    assert out.startswith("line 0\n") and out.rstrip().endswith("line 99999")
+    assert "100000 lines" in out and f"of {len(text.encode())} bytes" in out and "t.artifacts/00001-stdout" in out
+    assert len(out.encode()) < 2300
