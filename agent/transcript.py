@@ -203,7 +203,7 @@ def verify(path: Path) -> VerifyReport:
             if ended:
                 problems.append(f"line {n}: event after session_end")
             if ev.get("prev") != prev:
-                problems.append(f"line {n}: hash chain broken (prev does not match line {n - 1})")
+                problems.append(f"line {n - 1} was changed or removed: line {n} holds a different hash of it")
             if ev.get("seq") != count:
                 problems.append(f"line {n}: seq {ev.get('seq')} where {count} was expected")
             if ev.get("v") != SCHEMA_VERSION:

@@ -1,0 +1,53 @@
+"""Goal files: validation errors name the file, the line and the key."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.goal import GoalError, load_goal
+
+
+def write(tmp_path, text):
+    p = tmp_path / "goal.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_a_minimal_goal_loads(tmp_path):
+    g = load_goal(write(tmp_path, "goal: check the box\nhosts: [gpu1, {name: sim, transport: sim}]\n"))
+    assert g.host_names() == ["gpu1", "sim"] and g.hosts[1].transport == "sim"
+    assert g.budget.turns == 40
+
+
+def test_unknown_key_is_reported_with_file_line_and_key(tmp_path):
+    p = write(tmp_path, "goal: g\nhosts:\n  - name: a\n    targt: root@127.0.0.1\n")
+    with pytest.raises(GoalError) as e:
+        load_goal(p)
+    assert str(e.value) == f"{p}:4: hosts[0].targt: unknown key"
+
+
+def test_type_errors_and_missing_keys(tmp_path):
+    p = write(tmp_path, "goal: g\nhosts: [a]\nbudget:\n  turns: many\n")
+    with pytest.raises(GoalError, match=r"goal.yaml:4: budget.turns: Input should be a valid integer"):
+        load_goal(p)
+    p = write(tmp_path, "hosts: [a]\n")
+    with pytest.raises(GoalError, match=r"goal.yaml:1: goal: required key is missing"):
+        load_goal(p)
+
+
+def test_authorization_for_a_host_not_in_scope_is_an_error(tmp_path):
+    p = write(tmp_path, "goal: g\nhosts: [a]\nauthorizations:\n  - {host: b, command: ls}\n")
+    with pytest.raises(GoalError, match="names host 'b', which is not in hosts"):
+        load_goal(p)
+
+
+def test_an_authorization_needs_exactly_one_kind(tmp_path):
+    p = write(tmp_path, "goal: g\nhosts: [a]\nauthorizations:\n  - {host: a, command: ls, tool: x}\n")
+    with pytest.raises(GoalError, match=r":4: authorizations\[0\]: an authorization needs exactly one of"):
+        load_goal(p)
+
+
+def test_bad_yaml_names_the_line(tmp_path):
+    p = write(tmp_path, "goal: g\nhosts: [a\n  b: c\n")
+    with pytest.raises(GoalError, match=r"goal.yaml:\d+: not valid YAML"):
+        load_goal(p)
