@@ -41,6 +41,8 @@ _PATTERNS = [
     re.compile(r"(://[^/\s:@]+:)([^@\s/]+)(@)"),  # passwords in URLs
 ]
 REDACTED = "[REDACTED]"
+# Every pattern above needs one of these fragments; text without any is left alone quickly.
+_MAYBE_SECRET = re.compile(r"(?i)key|token|secret|passw|authoriz|bearer|sk-|ghp_|gho_|ghs_|github_pat|hf_|xox|://")
 
 
 class Redactor:
@@ -59,10 +61,12 @@ class Redactor:
             self._values.sort(key=len, reverse=True)
 
     def text(self, s: str) -> str:
+        if len(s) < 6:  # too short to hold a credential
+            return s
         for v in self._values:
             if v in s:
                 s = s.replace(v, REDACTED)
-        if not any(c in s for c in "=:kKbBsSghx-"):  # cheap exit for plain text
+        if _MAYBE_SECRET.search(s) is None:  # one scan rules out the common case
             return s
         s = _PATTERNS[0].sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", s)
         s = _PATTERNS[1].sub(lambda m: f"{m.group(1)}{REDACTED}", s)
@@ -75,19 +79,35 @@ class Redactor:
 
     def value(self, obj: Any) -> Any:
         """Redact every string inside a JSON-like value; keys named like secrets lose their value."""
-        if isinstance(obj, str):
+        t = type(obj)
+        if t is str:
             return self.text(obj)
-        if isinstance(obj, dict):
+        if t is dict:
             out = {}
             for k, v in obj.items():
-                if isinstance(k, str) and isinstance(v, str) and _SECRET_NAME.search(k) and v:
-                    out[k] = REDACTED
+                tv = type(v)
+                if tv is str:
+                    out[k] = REDACTED if v and _secret_key(k) else self.text(v)
+                elif tv in _SCALARS:
+                    out[k] = v
                 else:
                     out[k] = self.value(v)
             return out
-        if isinstance(obj, (list, tuple)):
+        if t is list or t is tuple:
             return [self.value(v) for v in obj]
         return obj
+
+
+_SCALARS = (int, float, bool, type(None))
+_secret_keys: dict[Any, bool] = {}
+
+
+def _secret_key(key: Any) -> bool:
+    """Whether a mapping key names a secret (cached: sessions use few distinct keys)."""
+    hit = _secret_keys.get(key)
+    if hit is None:
+        hit = _secret_keys[key] = isinstance(key, str) and _SECRET_NAME.search(key) is not None
+    return hit
 
 
 # --------------------------------------------------------------------------- writing
@@ -130,10 +150,10 @@ class TranscriptWriter:
             event = {"v": SCHEMA_VERSION, "seq": self._seq, "t": round(time.time(), 6), "type": type_,
                      "prev": self._prev}
             event.update(self.redactor.value(fields))
-            line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_json_default).encode()
             if self._file is not None:
+                line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_json_default).encode()
                 self._file.write(line + b"\n")  # unbuffered: on disk (page cache) when this returns
-            self._prev = line_hash(line)
+                self._prev = line_hash(line)
             self._seq += 1
             if type_ == "session_end":
                 self._closed = True
