@@ -175,12 +175,17 @@ class Gate(Protocol):
 
 
 def classify_action(action: Action) -> Risk:
-    """An action's risk: declared by the tool, or (for shell commands) from the classifier."""
+    """An action's risk: declared by the tool, or (for shell commands) from the classifier.
+
+    A tool marks a command as a benchmark workload (`facts["workload"]`) so the known entry
+    points of sglang, vllm and the project's bench scripts count as read-only; anything
+    else in that command is still classified as usual.
+    """
     if action.risk is not None:
         return action.risk
-    from agent.classifier import classify
+    from agent.classifier import classify, classify_workload
 
-    return classify(action.subject)
+    return classify_workload(action.subject) if action.facts.get("workload") else classify(action.subject)
 
 
 @dataclass
