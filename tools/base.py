@@ -124,6 +124,14 @@ class ArtifactStore:
         (self.root / rel).write_bytes(data)
         return f"{self.root.name}/{rel}"
 
+    def subdir(self, name: str) -> Path | None:
+        """A directory of its own beside the transcript (a backup's local copy), or None if disabled."""
+        if self.root is None:
+            return None
+        d = self.root / re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
 
 class HostsProvider(Protocol):
     def get(self, name: str) -> Any: ...

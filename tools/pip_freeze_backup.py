@@ -1,0 +1,262 @@
+"""pip_freeze_backup: a verified, restorable record of one Python environment on a host.
+
+Layout on the host (and, copied, beside the transcript):
+
+    <sysroot>/var/tmp/upgrade-agent/backups/<backup_id>/
+        python.txt  pip-version.txt  freeze.txt  list.json  inspect.json  pip-config.txt
+        env.txt  indexes.json  manifest.json  SHA256SUMS
+
+/var/tmp because it is writable by any user and, unlike /tmp, survives a reboot.
+`restore_backup` reads the same layout (it imports the helpers below).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import io
+import json
+import re
+import secrets
+import shlex
+import tarfile
+import time
+
+from pydantic import BaseModel, Field
+
+from tools.base import Action, BackupRecord, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, sha256_hex
+from tools.hosts import Host, HostError
+
+BACKUP_ROOT = "/var/tmp/upgrade-agent/backups"
+PIP_ENV = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_NO_COLOR": "1"}
+
+# Wheels with a local version (+cu130) come from their project's own index, not PyPI.
+# PyTorch's index is public and stable; others are taken from the environment's pip config.
+KNOWN_INDEX_TEMPLATES = {
+    name: "https://download.pytorch.org/whl/{tag}"
+    for name in ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton")
+}
+
+
+def backup_dir(host: Host, backup_id: str) -> str:
+    return host.spec.sys_path(f"{BACKUP_ROOT}/{backup_id}")
+
+
+def interpreter(host: Host, python: str | None) -> str:
+    return python or host.spec.python or "python3"
+
+
+def parse_freeze(text: str) -> dict[str, str]:
+    """`pip freeze` lines as {normalized name: requirement line}."""
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name = re.split(r"[=<>!~ @;\[]", line, maxsplit=1)[0]
+        out[normalize(name)] = line
+    return out
+
+
+def normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def configured_index_urls(pip_config: str, env_lines: list[str]) -> list[str]:
+    """Index URLs from `pip config list` output and PIP_*INDEX_URL variables."""
+    urls: list[str] = []
+    for line in pip_config.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().endswith(("index-url", "extra-index-url")):
+            urls.extend(value.strip().strip("'\"").split())
+    for line in env_lines:
+        key, _, value = line.partition("=")
+        if key in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL"):
+            urls.extend(value.split())
+    return urls
+
+
+def index_for(name: str, version: str, configured: list[str]) -> str | None:
+    """The index a local-version wheel (e.g. torch 2.10.0+cu130) must come from, if known."""
+    tag = version.partition("+")[2]
+    if not tag:
+        return None
+    for url in configured:  # the environment's own index for this build wins
+        if re.search(rf"(^|[^a-z0-9]){re.escape(tag)}([^a-z0-9]|$)", url.lower()):
+            return url
+    template = KNOWN_INDEX_TEMPLATES.get(normalize(name))
+    if template and re.fullmatch(r"cu\d+|cpu|rocm[\d.]+", tag):
+        return template.format(tag=tag)
+    return None
+
+
+class PipFreezeBackup(Tool):
+    """Back up a Python environment on a host before changing it: interpreter version, pip version,
+    `pip freeze --all`, `pip list --format=json`, `pip inspect`, pip config, PIP_*/UV_* settings, and the
+    index each local-version package (e.g. torch 2.10.0+cu130) must be reinstalled from. The backup is
+    written on the host under /var/tmp/upgrade-agent/backups/<id>/, copied beside the transcript, checked
+    by sha256, and registered: mutating or destructive steps on a host are refused until a verified
+    backup of it exists. Returns the backup id (restore_backup takes it), the package count and paths.
+    `python`: the interpreter or venv python to back up (default: the host's configured one, else python3).
+    """
+
+    name = "pip_freeze_backup"
+
+    class Args(StrictArgs):
+        host: str = Field(description="host in this session")
+        python: str | None = Field(default=None, description="interpreter to back up, e.g. /opt/venv/bin/python")
+
+    class Result(BaseModel):
+        backup_id: str
+        host: str
+        python: str
+        python_version: str
+        pip_version: str
+        package_count: int
+        remote_dir: str
+        local_dir: str | None
+        files: dict[str, str]
+        local_version_indexes: dict[str, str | None]
+        warnings: list[str]
+        verified: bool
+        backup: BackupRecord
+
+    def action(self, args) -> Action:
+        # It writes only its own new directory, which is what lets later changes happen at all.
+        return Action(host=args.host, subject=f"pip_freeze_backup python={args.python or '(default)'}",
+                      risk=Risk(cls=RiskClass.MUTATING, rule="backup",
+                                reason="writes a new backup directory under /var/tmp/upgrade-agent"),
+                      facts={"python": args.python})
+
+    def run(self, ctx: ToolContext, args) -> "PipFreezeBackup.Result":
+        try:
+            host = ctx.hosts.get(args.host)
+        except HostError as e:
+            raise ToolError(str(e)) from None
+        py = interpreter(host, args.python)
+        q = shlex.quote(py)
+        commands = {
+            "python.txt": f"{q} -VV",
+            "pip-version.txt": f"{q} -m pip --version",
+            "freeze.txt": f"{q} -m pip freeze --all",
+            "list.json": f"{q} -m pip list --format=json",
+            "inspect.json": f"{q} -m pip inspect",
+            "pip-config.txt": f"{q} -m pip config list",
+            "env.txt": "env",
+        }
+        ctx.emit("progress", {"step": "collecting", "python": py})
+        with cf.ThreadPoolExecutor(max_workers=len(commands)) as pool:
+            futures = {name: pool.submit(host.run, cmd, timeout=300, env=PIP_ENV, cancel=ctx.cancel)
+                       for name, cmd in commands.items()}
+            results = {name: f.result() for name, f in futures.items()}
+        for required in ("python.txt", "pip-version.txt", "freeze.txt", "list.json"):
+            r = results[required]
+            if not r.ok:
+                detail = (r.stderr or r.stdout).strip()[-600:]
+                raise ToolError(f"`{commands[required]}` failed on {args.host} (exit {r.exit_code}): {detail}; "
+                                f"check the interpreter path (python={py})")
+        warnings: list[str] = []
+        files: dict[str, bytes] = {}
+        for name in ("python.txt", "pip-version.txt", "freeze.txt", "list.json"):
+            files[name] = results[name].stdout.encode()
+        if results["inspect.json"].ok:
+            files["inspect.json"] = results["inspect.json"].stdout.encode()
+        else:
+            warnings.append("`pip inspect` is not available (pip older than 22.2): list.json and freeze.txt only")
+        files["pip-config.txt"] = ctx.redact(results["pip-config.txt"].stdout).encode()
+        env_lines = [ln for ln in results["env.txt"].stdout.splitlines() if re.match(r"(PIP|UV)_[A-Z0-9_]*=", ln)]
+        env_lines = [ln for ln in env_lines if not ln.startswith(tuple(PIP_ENV))]  # our own settings
+        files["env.txt"] = ctx.redact("\n".join(env_lines) + ("\n" if env_lines else "")).encode()
+
+        try:
+            listed = json.loads(results["list.json"].stdout)
+        except json.JSONDecodeError:
+            raise ToolError(f"`pip list --format=json` on {args.host} did not print JSON") from None
+        freeze = results["freeze.txt"].stdout
+        configured = configured_index_urls(results["pip-config.txt"].stdout, env_lines)
+        indexes: dict[str, str | None] = {}
+        for pkg in listed:
+            if "+" in pkg["version"]:
+                url = index_for(pkg["name"], pkg["version"], configured)
+                indexes[f"{pkg['name']}=={pkg['version']}"] = url
+                if url is None:
+                    warnings.append(f"{pkg['name']}=={pkg['version']}: no known index for this local version; "
+                                    f"a restore needs its --index-url")
+            if pkg.get("editable_project_location"):
+                warnings.append(f"{pkg['name']} is an editable install from {pkg['editable_project_location']}: "
+                                f"a restore cannot bring back its source tree")
+        for line in freeze.splitlines():
+            if " @ file://" in line:
+                warnings.append(f"`{line.strip()}` points at a local file: restorable only while that file exists")
+        files["indexes.json"] = json.dumps(indexes, indent=2, sort_keys=True).encode()
+
+        created = time.time()
+        safe_host = re.sub(r"[^A-Za-z0-9]+", "-", args.host).strip("-") or "host"
+        backup_id = f"{safe_host}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime(created))}-{secrets.token_hex(2)}"
+        python_version = results["python.txt"].stdout.strip().splitlines()[0] if results["python.txt"].stdout else ""
+        pip_version = results["pip-version.txt"].stdout.strip()
+        manifest = {"backup_id": backup_id, "host": args.host, "python": py, "created_at": created,
+                    "python_version": python_version, "pip_version": pip_version, "package_count": len(listed),
+                    "warnings": warnings, "files": {n: sha256_hex(d) for n, d in files.items()}}
+        files["manifest.json"] = json.dumps(manifest, indent=2, sort_keys=True).encode()
+        sums = {n: sha256_hex(d) for n, d in files.items()}
+        files["SHA256SUMS"] = "".join(f"{h}  {n}\n" for n, h in sorted(sums.items())).encode()
+        sums["SHA256SUMS"] = sha256_hex(files["SHA256SUMS"])
+
+        remote = backup_dir(host, backup_id)
+        ctx.emit("progress", {"step": "writing", "dir": remote})
+        self._write_remote(host, remote, files)
+        check = host.run(f"cd {shlex.quote(remote)} && sha256sum -c --strict SHA256SUMS", timeout=120)
+        if not check.ok:
+            raise ToolError(f"backup written to {remote} on {args.host} but it does not read back intact: "
+                            f"{(check.stdout + check.stderr).strip()[-400:]}")
+        local_dir = ctx.artifacts.subdir(f"backup-{backup_id}")
+        if local_dir is not None:
+            for n, d in files.items():
+                (local_dir / n).write_bytes(d)
+            if any(sha256_hex((local_dir / n).read_bytes()) != h for n, h in sums.items()):
+                raise ToolError(f"the local copy of backup {backup_id} in {local_dir} does not read back intact")
+        record = BackupRecord(backup_id=backup_id, host=args.host, kind="pip-freeze", target=py, created_at=created,
+                              remote_dir=remote, local_dir=str(local_dir) if local_dir else None, files=sums,
+                              verified=True, package_count=len(listed))
+        return self.Result(backup_id=backup_id, host=args.host, python=py, python_version=python_version,
+                           pip_version=pip_version, package_count=len(listed), remote_dir=remote,
+                           local_dir=record.local_dir, files=sums, local_version_indexes=indexes,
+                           warnings=warnings, verified=True, backup=record)
+
+    @staticmethod
+    def _write_remote(host: Host, remote: str, files: dict[str, bytes]) -> None:
+        """All files in one round trip: a tar stream unpacked into a new private directory."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for n, d in files.items():
+                info = tarfile.TarInfo(n)
+                info.size = len(d)
+                info.mode = 0o600
+                info.mtime = int(time.time())
+                tar.addfile(info, io.BytesIO(d))
+        q = shlex.quote(remote)
+        r = host.run(f"umask 077 && mkdir -p {q} && tar -x -C {q} --no-same-owner", stdin=buf.getvalue(), timeout=120)
+        if not r.ok:
+            raise ToolError(f"cannot write the backup to {remote} on {host.name}: {r.stderr.strip()[-400:]}")
+
+    def render(self, result) -> str:
+        data = result.model_dump(mode="json", exclude={"backup", "files"})
+        return json.dumps(data)
+
+
+def read_backup(host: Host, backup_id: str) -> tuple[str, dict[str, str], dict[str, str | None], dict]:
+    """Read and check a backup on its host: (dir, freeze lines by name, indexes, manifest)."""
+    if not re.fullmatch(r"[A-Za-z0-9-]+", backup_id):
+        raise ToolError(f"{backup_id!r} is not a backup id (they look like sim-20260101-120000-ab12)")
+    remote = backup_dir(host, backup_id)
+    q = shlex.quote(remote)
+    check = host.run(f"cd {q} && sha256sum -c --strict SHA256SUMS", timeout=120)
+    if not check.ok:
+        raise ToolError(f"backup {backup_id} on {host.name} is missing or damaged: "
+                        f"{(check.stdout + check.stderr).strip()[-400:]}")
+    freeze = host.read_file(f"{remote}/freeze.txt").decode()
+    indexes = json.loads(host.read_file(f"{remote}/indexes.json"))
+    manifest = json.loads(host.read_file(f"{remote}/manifest.json"))
+    return remote, parse_freeze(freeze), indexes, manifest
+
+
