@@ -4,11 +4,16 @@ Every command runs as `bash --noprofile --norc -c COMMAND` with PATH set explici
 aliases and profile scripts cannot change what runs. stdout and stderr are drained
 together while the command runs and streamed to an optional listener. A wall-clock
 timeout kills the whole process group, not just our end of the pipe.
+
+The SSH transport lives in tools/hosts_ssh.py (paramiko is imported only when a session
+has an SSH host); what callers need to name without paramiko (SSHSettings, the host-key
+errors) lives here.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import shlex
 import signal
@@ -16,6 +21,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Literal
 
 # PATH every command starts from; a host's `path_prefix` goes in front of it.
@@ -26,6 +32,61 @@ OutputListener = Callable[[str, bytes], None]  # (stream name "stdout"/"stderr",
 
 class HostError(Exception):
     """A host could not be reached or used; the message says what to do."""
+
+
+class UnknownHostKeyError(HostError):
+    """The host presented a key that no known_hosts file lists; the operator may trust it."""
+
+    def __init__(self, message: str, *, host: str, fingerprint: str, key_type: str):
+        super().__init__(message)
+        self.host = host
+        self.fingerprint = fingerprint
+        self.key_type = key_type
+
+
+class ChangedHostKeyError(HostError):
+    """The host presented a key other than the one known_hosts lists. Always refused."""
+
+    def __init__(self, message: str, *, host: str, fingerprint: str, known_fingerprint: str):
+        super().__init__(message)
+        self.host = host
+        self.fingerprint = fingerprint
+        self.known_fingerprint = known_fingerprint
+
+
+def user_data_dir() -> Path:
+    """Per-user data directory of upgrade-agent ($XDG_DATA_HOME/upgrade-agent)."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "upgrade-agent"
+
+
+def _default_ssh_config() -> Path:
+    return Path(os.path.expanduser("~/.ssh/config"))
+
+
+def _default_known_hosts() -> list[Path]:
+    return [Path(os.path.expanduser("~/.ssh/known_hosts")), Path("/etc/ssh/ssh_known_hosts")]
+
+
+def _default_project_known_hosts() -> Path:
+    return user_data_dir() / "known_hosts"
+
+
+@dataclass
+class SSHSettings:
+    """Where the SSH transport finds its configuration, and its time limits.
+
+    Defaults are the operator's own: ~/.ssh/config, ~/.ssh/known_hosts (and the system
+    one), and a known_hosts file of upgrade-agent's own where keys the operator trusted
+    through upgrade-agent are kept. Tests point all of these at files of their own.
+    """
+
+    config_path: Path | None = field(default_factory=_default_ssh_config)  # None: no ssh config
+    known_hosts_paths: list[Path] = field(default_factory=_default_known_hosts)  # read only
+    project_known_hosts: Path = field(default_factory=_default_project_known_hosts)  # read, and trusted keys appended
+    connect_timeout: float = 10.0  # TCP connect, SSH banner, key exchange, auth, channel open: each
+    keepalive_s: float = 15.0  # SSH keepalive and TCP keepalive probes on an idle connection
+    use_agent: bool = True  # offer the keys of the ssh-agent at $SSH_AUTH_SOCK
 
 
 @dataclass
@@ -64,17 +125,53 @@ class CommandResult:
     timed_out: bool = False
     connection_lost: bool = False
     cancelled: bool = False
+    hint: str | None = None  # what the operator or the model should know to act on the result
 
     @property
     def ok(self) -> bool:
         return self.exit_code == 0
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_env_names(env: dict[str, str]) -> None:
+    """Environment names go into a command line unquoted: only plain identifiers are allowed."""
+    for name in env:
+        if not _ENV_NAME.match(name):
+            raise HostError(f"environment variable name {name!r} is not valid: use letters, digits and _")
+
+
 def wrap_command(command: str, path: str, env: dict[str, str], cwd: str | None) -> str:
     """The exact remote command line: a clean bash with an explicit PATH and environment."""
+    check_env_names(env)
     assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in {"PATH": path, **env}.items())
-    script = command if cwd is None else f"cd {shlex.quote(cwd)} && {command}"
+    # `cd DIR || exit` on a line of its own: with `cd DIR && COMMAND`, a COMMAND of several
+    # statements (`a; b`) would run `b` in the wrong directory when the cd fails.
+    script = command if cwd is None else f"cd -- {shlex.quote(cwd)} || exit\n{command}"
     return f"env {assigns} bash --noprofile --norc -c {shlex.quote(script)}"
+
+
+_SUDO_PASSWORD = re.compile(r"sudo: (a password is required|a terminal is required|no tty present)")
+
+
+def sudo_hint(stderr: str) -> str | None:
+    """A hint when sudo stopped because it wanted a password (we never type one)."""
+    if _SUDO_PASSWORD.search(stderr):
+        return (
+            "sudo asked for a password; upgrade-agent never types or stores passwords and runs "
+            "sudo non-interactively. Ask the operator to allow this command without a password "
+            "(a NOPASSWD rule in sudoers) or to run it themselves."
+        )
+    return None
+
+
+def acquire_slot(slots: threading.Semaphore, cancel: threading.Event | None) -> bool:
+    """Wait for one of a host's command slots; False when cancelled while waiting."""
+    while not slots.acquire(timeout=0.1):
+        if cancel is not None and cancel.is_set():
+            return False
+    return True
 
 
 class Host:
@@ -96,7 +193,16 @@ class Host:
         on_output: OutputListener | None = None,
         cancel: threading.Event | None = None,
         stdin: bytes | None = None,
+        pty: bool = False,
     ) -> CommandResult:
+        """Run `command` under a clean bash; never raises for the command's own failure.
+
+        timeout: wall-clock seconds, then the command's whole process group is killed.
+        cancel: set it (from any thread) to kill the command the same way.
+        on_output: called with ("stdout" | "stderr", bytes) as output arrives.
+        pty: allocate a terminal (SSH only); stderr then arrives merged into stdout.
+        Raises HostError only when the host itself cannot be used (unreachable, auth).
+        """
         raise NotImplementedError
 
     def read_file(self, path: str) -> bytes:
@@ -121,32 +227,63 @@ class LocalHost(Host):
         self.spec = spec
         self._slots = threading.BoundedSemaphore(max(1, spec.max_sessions))
 
-    def run(self, command, *, timeout=None, cwd=None, env=None, on_output=None, cancel=None, stdin=None):
+    def run(self, command, *, timeout=None, cwd=None, env=None, on_output=None, cancel=None, stdin=None,
+            pty=False):
+        result, _ = self._run(command, timeout=timeout, cwd=cwd, env=env, on_output=on_output, cancel=cancel,
+                              stdin=stdin, pty=pty)
+        return result
+
+    def read_file(self, path: str) -> bytes:
+        # The raw bytes: the decoded text of a CommandResult would mangle a binary file.
+        r, raw = self._run(f"cat -- {shlex.quote(path)}")
+        if not r.ok:
+            raise HostError(f"{self.name}: cannot read {path}: {r.stderr.strip() or 'exit ' + str(r.exit_code)}")
+        return raw
+
+    def _run(self, command, *, timeout=None, cwd=None, env=None, on_output=None, cancel=None, stdin=None,
+             pty=False) -> tuple[CommandResult, bytes]:
+        if pty:
+            raise HostError(f"{self.name}: a terminal (pty) is only available over SSH; run without pty")
+        check_env_names(env or {})
         full_env = {"PATH": self.spec.path(), "HOME": os.environ.get("HOME", "/"), "LANG": "C.UTF-8",
                     **self.spec.env, **(env or {})}
         start = time.monotonic()
-        with self._slots:
-            proc = subprocess.Popen(
-                ["bash", "--noprofile", "--norc", "-c", command],
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=cwd,
-                env=full_env,
-                start_new_session=True,  # its own process group, so a timeout kills all of it
-            )
+        if not acquire_slot(self._slots, cancel):
+            return CommandResult(command, None, "", "", time.monotonic() - start, cancelled=True), b""
+        try:
+            try:
+                proc = subprocess.Popen(
+                    ["bash", "--noprofile", "--norc", "-c", command],
+                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=cwd,
+                    env=full_env,
+                    start_new_session=True,  # its own process group, so a timeout kills all of it
+                )
+            except OSError as e:
+                if cwd is None:
+                    raise
+                # The same outcome as over SSH, where `cd DIR || exit` fails in the remote shell.
+                return CommandResult(command, 1, "", f"bash: cd: {cwd}: {e.strerror}\n",
+                                     time.monotonic() - start), b""
             if stdin is not None:
                 threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()
-            out, err, timed_out, cancelled = _drain(proc, timeout, on_output, cancel, start)
+            # The timeout counts from the start of the command, not from the wait for a slot.
+            out, err, timed_out, cancelled = _drain(proc, timeout, on_output, cancel, time.monotonic())
+        finally:
+            self._slots.release()
+        stderr = err.decode("utf-8", "replace")
         return CommandResult(
             command=command,
             exit_code=None if (timed_out or cancelled) else proc.returncode,
             stdout=out.decode("utf-8", "replace"),
-            stderr=err.decode("utf-8", "replace"),
+            stderr=stderr,
             duration_s=time.monotonic() - start,
             timed_out=timed_out,
             cancelled=cancelled,
-        )
+            hint=sudo_hint(stderr),
+        ), out
 
 
 def _feed(proc: subprocess.Popen, data: bytes) -> None:
@@ -206,11 +343,14 @@ def _kill_group(proc: subprocess.Popen) -> None:
 class HostPool:
     """The hosts of a session: connected lazily, one connection per host, all closed together."""
 
-    def __init__(self, specs: list[HostSpec] | None = None, on_event: Callable[[str, dict], None] | None = None):
+    def __init__(self, specs: list[HostSpec] | None = None, on_event: Callable[[str, dict], None] | None = None,
+                 settings: SSHSettings | None = None):
         self._specs = {s.name: s for s in (specs or [])}
         self._hosts: dict[str, Host] = {}
         self._lock = threading.Lock()
+        # Events for the transcript, e.g. ("host_key_trusted", {host, fingerprint, key_type}).
         self.on_event = on_event or (lambda kind, data: None)
+        self.settings = settings or SSHSettings()
 
     @property
     def names(self) -> list[str]:
@@ -223,7 +363,21 @@ class HostPool:
         with self._lock:
             self._specs[spec.name] = spec
 
+    def trust_host_key(self, name: str, fingerprint: str) -> None:
+        """Trust `fingerprint` (SHA256:...) for host `name`, as the operator said in chat.
+
+        The next connection accepts an unknown key with exactly this fingerprint, records
+        it (host_key_trusted event) and saves it to the project known_hosts file. It never
+        overrides a key that known_hosts already lists differently.
+        """
+        with self._lock:
+            spec = self._specs.get(name)
+            if spec is None:
+                raise HostError(f"host {name!r} is not in this session's hosts ({', '.join(self._specs) or 'none'})")
+            spec.trust_host_key = fingerprint
+
     def get(self, name: str) -> Host:
+        """The host named `name`; connections are opened on its first command, not here."""
         with self._lock:
             host = self._hosts.get(name)
             if host is None:
@@ -239,7 +393,7 @@ class HostPool:
             return LocalHost(spec)
         from tools.hosts_ssh import SSHHost  # noqa: PLC0415 - paramiko is only loaded when a session uses SSH
 
-        return SSHHost(spec, on_event=self.on_event)
+        return SSHHost(spec, on_event=self.on_event, settings=self.settings)
 
     def close(self) -> None:
         with self._lock:

@@ -1,0 +1,167 @@
+"""ssh_exec: run one shell command on one host of the session."""
+
+from __future__ import annotations
+
+import codecs
+import re
+import shlex
+
+from pydantic import BaseModel, Field, field_validator
+
+from tools.base import MODEL_OUTPUT_LIMIT, Action, StrictArgs, Tool, ToolContext, ToolError, truncate_for_model
+from tools.hosts import HostError
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class SSHExecArgs(StrictArgs):
+    host: str = Field(description="Name of the host to run on, exactly as the session lists it.")
+    command: str = Field(description="The shell command (bash syntax). Runs as the host's login user, "
+                                     "in a non-interactive bash with no profile scripts.")
+    timeout: float = Field(600, gt=0, le=86_400,
+                           description="Wall-clock seconds before the command and everything it started is killed; default 600.")
+    cwd: str | None = Field(None, description="Directory to run in (default: the user's home directory).")
+    env: dict[str, str] | None = Field(None, description="Extra environment variables for this command only.")
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str] | None) -> dict[str, str] | None:
+        for name in env or {}:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not a valid environment variable name (letters, digits, _)")
+        return env
+
+    @field_validator("command")
+    @classmethod
+    def _not_blank(cls, command: str) -> str:
+        if not command.strip():
+            raise ValueError("command is empty")
+        return command
+
+
+class SSHExecResult(BaseModel):
+    host: str
+    exit_code: int | None  # None: it never finished (timed out, connection lost, cancelled)
+    stdout: str  # the whole text; render() truncates what the model reads
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+    connection_lost: bool = False
+    cancelled: bool = False
+    hint: str | None = None
+    stdout_artifact: str | None = None  # where the whole stdout is kept, when it is too long to show
+    stderr_artifact: str | None = None
+
+
+class SSHExec(Tool):
+    """Run one shell command on a host and get back its exit code, stdout and stderr.
+
+    The command runs in a clean, non-interactive bash (`bash --noprofile --norc -c`)
+    with a fixed PATH, as the host's login user; no terminal, no stdin. Use `sudo -n`
+    style commands only: sudo never gets a password, and a sudo that wants one fails
+    (the result's `hint` says so; ask the operator for a passwordless rule).
+
+    Every command is checked by the safety gate first: read-only commands run at once;
+    commands that change the host need a backup of that host and the operator's approval,
+    and are bound to the exact command text (and its env). Prefer one plain command per
+    call over long chains, so it can be judged and approved on its own.
+
+    `timeout` (seconds, default 600) kills the command and everything it started when it
+    runs too long: the result has timed_out=true and no exit code. If the connection drops
+    while a command runs, the result has connection_lost=true: the command was NOT run
+    again and may or may not have completed; check its effects before repeating it.
+
+    Long output is cut to its head and tail for you, with the byte and line counts; the
+    whole output is kept in the artifact file named in the text. Filter on the host
+    (grep, tail, head) when you need a specific part.
+    """
+
+    name = "ssh_exec"
+    Args = SSHExecArgs
+    Result = SSHExecResult
+
+    def action(self, args: SSHExecArgs) -> Action:
+        return Action(host=args.host, subject=command_subject(args), risk=None)
+
+    def run(self, ctx: ToolContext, args: SSHExecArgs) -> SSHExecResult:
+        try:
+            host = ctx.hosts.get(args.host)
+            forward = _OutputForwarder(ctx)
+            r = host.run(args.command, timeout=args.timeout, cwd=args.cwd, env=args.env, on_output=forward,
+                         cancel=ctx.cancel)
+            forward.flush()
+        except HostError as e:
+            raise ToolError(str(e)) from None
+        return SSHExecResult(
+            host=args.host,
+            exit_code=r.exit_code,
+            stdout=r.stdout,
+            stderr=r.stderr,
+            duration_s=round(r.duration_s, 3),
+            timed_out=r.timed_out,
+            connection_lost=r.connection_lost,
+            cancelled=r.cancelled,
+            hint=r.hint,
+            stdout_artifact=_save_if_long(ctx, "stdout", r.stdout),
+            stderr_artifact=_save_if_long(ctx, "stderr", r.stderr),
+        )
+
+    def render(self, result: SSHExecResult) -> str:
+        if result.timed_out:
+            status = "timed out; the command and its children were killed"
+        elif result.cancelled:
+            status = "cancelled by the operator; the command and its children were killed"
+        elif result.connection_lost:
+            status = "connection lost while running; the command was not run again"
+        else:
+            status = f"exit code {result.exit_code}"
+        parts = [f"{status} (host {result.host}, {result.duration_s:.2f}s)"]
+        if result.hint:
+            parts.append(f"hint: {result.hint}")
+        for stream, text, artifact in (("stdout", result.stdout, result.stdout_artifact),
+                                       ("stderr", result.stderr, result.stderr_artifact)):
+            if text:
+                parts.append(f"--- {stream} ---\n{truncate_for_model(text, artifact=artifact)}")
+            else:
+                parts.append(f"--- {stream}: empty ---")
+        return "\n".join(parts)
+
+
+def command_subject(args: SSHExecArgs) -> str:
+    """What the safety gate classifies and an approval binds to: the command as it will run.
+
+    The environment goes in front as `K=V` assignments, and the directory as `cd DIR &&`,
+    so the classifier sees them and an approval of one command never covers it with a
+    different environment or in another directory.
+    """
+    subject = args.command
+    if args.env:
+        subject = " ".join(f"{k}={shlex.quote(v)}" for k, v in args.env.items()) + " " + subject
+    if args.cwd is not None:
+        subject = f"cd {shlex.quote(args.cwd)} && {subject}"
+    return subject
+
+
+def _save_if_long(ctx: ToolContext, stream: str, text: str) -> str | None:
+    if len(text.encode("utf-8", "replace")) <= MODEL_OUTPUT_LIMIT:
+        return None
+    return ctx.artifacts.save(f"{ctx.call_id}-{stream}.txt", ctx.redact(text))
+
+
+class _OutputForwarder:
+    """Live output to listeners as text; multi-byte characters split between chunks stay whole."""
+
+    def __init__(self, ctx: ToolContext):
+        self.ctx = ctx
+        self.decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
+
+    def __call__(self, stream: str, chunk: bytes) -> None:
+        text = self.decoders[stream].decode(chunk)
+        if text:
+            self.ctx.emit("output", {"stream": stream, "text": text})
+
+    def flush(self) -> None:
+        for stream, decoder in self.decoders.items():
+            text = decoder.decode(b"", final=True)
+            if text:
+                self.ctx.emit("output", {"stream": stream, "text": text})
