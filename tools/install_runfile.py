@@ -1,0 +1,296 @@
+"""install_runfile: a CUDA toolkit from NVIDIA's runfile, side by side, checked before and after.
+
+Preflight runs before anything is written: the runfile's name and the requested version
+agree, the driver supports that CUDA, the target does not exist, the temp dir and the
+target have room, and root (or a password-less `sudo -n`) is there when needed. Then:
+download with resume, checksum, the installer with toolkit-only flags, its log, the new
+nvcc, and the `cuda` symlink before and after.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+
+from pydantic import BaseModel, Field, field_validator
+
+from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, truncate_for_model
+from tools.hosts import HostError
+
+RUNFILE_NAME = re.compile(r"cuda_(?P<cuda>\d+\.\d+\.\d+)_(?P<driver>\d+\.\d+(?:\.\d+)?)_linux(?:_sbsa)?\.run$")
+INSTALLER_LOG = "/var/log/cuda-installer.log"
+
+# Minimum driver branch for each CUDA major (NVIDIA's minor-version compatibility table).
+MIN_DRIVER = {13: 580, 12: 525, 11: 450}
+
+# Extraction unpacks the whole payload next to the runfile; the installed toolkit is a bit
+# smaller than the payload. Factors of the runfile's size.
+TMP_FACTOR = 2.0
+TARGET_FACTOR = 1.5
+
+
+class InstallRunfile(Tool):
+    """Install a CUDA toolkit from NVIDIA's .run installer, side by side with the toolkits already there.
+
+    By default toolkit only (never the driver) into its own directory (/usr/local/cuda-X.Y), leaving the
+    `cuda` symlink where it is. Before writing anything it checks: the runfile name matches `version`,
+    the installed driver supports that CUDA (13.x needs driver >= 580, 12.x >= 525), the target does not
+    exist, free space in the temp dir and the target, and root or a password-less `sudo -n`. Then it
+    downloads on the host (resumable; skipped if the file is already there with the right checksum),
+    verifies the checksum NVIDIA publishes (md5) or a sha256, runs the installer silently with
+    --toolkit --toolkitpath, reads the installer log, checks the new nvcc, and reports the symlink before
+    and after. `toolkit_only: false` or `move_symlink: true` make it destructive.
+    """
+
+    name = "install_runfile"
+
+    class Args(StrictArgs):
+        host: str = Field(description="host in this session")
+        runfile: str = Field(description="URL of the runfile (https://developer.download.nvidia.com/.../"
+                                         "cuda_13.0.1_580.82.07_linux.run) or its path on the host")
+        checksum: str = Field(description="published checksum: md5 (32 hex digits, as NVIDIA publishes) or "
+                                          "sha256 (64), optionally prefixed md5: or sha256:")
+        version: str = Field(description="CUDA version X.Y, e.g. 13.0", pattern=r"^\d+\.\d+$")
+        toolkit_path: str | None = Field(default=None, description="install directory (default /usr/local/cuda-X.Y)")
+        tmpdir: str = Field(default="/tmp", description="installer temp dir (extraction needs about twice the "
+                                                        "runfile's size)")
+        download_dir: str | None = Field(default=None, description="where to download (default: tmpdir)")
+        toolkit_only: bool = Field(default=True, description="install the toolkit only, never the driver")
+        move_symlink: bool = Field(default=False, description="point <cuda_root>/cuda at the new toolkit")
+        override: bool = Field(default=False, description="pass --override (skip the installer's compiler check)")
+        timeout: int = Field(default=3600, ge=60, le=14400, description="seconds for download and install")
+
+        @field_validator("checksum")
+        @classmethod
+        def _checksum_shape(cls, v: str) -> str:
+            algo, digest = split_checksum(v)
+            if algo is None:
+                raise ValueError("checksum must be 32 hex digits (md5) or 64 (sha256), optionally 'md5:'/'sha256:'")
+            return f"{algo}:{digest}"
+
+    class Result(BaseModel):
+        version: str
+        runfile: str
+        downloaded: bool
+        checksum: str
+        checksum_ok: bool
+        toolkit_path: str
+        nvcc_version: str | None
+        nvcc_build: str | None
+        symlink_before: str | None
+        symlink_after: str | None
+        installer_command: str
+        installer_summary: str
+        log_errors: list[str]
+        log_tail: str
+        warnings: list[str]
+        seconds: dict[str, float]
+
+    def action(self, args) -> Action:
+        target = args.toolkit_path or f"/usr/local/cuda-{args.version}"
+        flags = "toolkit-only" if args.toolkit_only else "toolkit+driver"
+        subject = f"install_runfile CUDA {args.version} {flags} to {target}" + (
+            ", move the cuda symlink" if args.move_symlink else "") + f" from {args.runfile}"
+        if not args.toolkit_only:
+            risk = Risk(cls=RiskClass.DESTRUCTIVE, rule="tool:install_runfile:driver",
+                        reason="a runfile without toolkit-only flags installs the driver")
+        elif args.move_symlink:
+            risk = Risk(cls=RiskClass.DESTRUCTIVE, rule="tool:install_runfile:symlink",
+                        reason="moves the cuda symlink that every build and job on the host follows")
+        else:
+            risk = Risk(cls=RiskClass.MUTATING, rule="tool:install_runfile:side-by-side",
+                        reason="installs a toolkit into a new directory beside the existing ones")
+        return Action(host=args.host, subject=subject, risk=risk,
+                      facts={"version": args.version, "toolkit_only": args.toolkit_only, "toolkit_path": target,
+                             "move_symlink": args.move_symlink, "runfile": args.runfile})
+
+    # ------------------------------------------------------------------ run
+
+    def run(self, ctx: ToolContext, args) -> "InstallRunfile.Result":
+        try:
+            host = ctx.hosts.get(args.host)
+        except HostError as e:
+            raise ToolError(str(e)) from None
+        spec = host.spec
+        sp = spec.sys_path
+        timings: dict[str, float] = {}
+        warnings: list[str] = []
+        algo, digest = split_checksum(args.checksum)
+        name = args.runfile.rstrip("/").rsplit("/", 1)[-1]
+        m = RUNFILE_NAME.search(name)
+        if not m:
+            raise ToolError(f"{name!r} does not look like a CUDA runfile (cuda_X.Y.Z_DRIVER_linux.run)")
+        if ".".join(m.group("cuda").split(".")[:2]) != args.version:
+            raise ToolError(f"the runfile is CUDA {m.group('cuda')} but version {args.version} was asked for")
+        is_url = "://" in args.runfile
+        tmpdir = sp(args.tmpdir)
+        download_dir = sp(args.download_dir or args.tmpdir)
+        path = f"{download_dir}/{name}" if is_url else sp(args.runfile)
+        target = sp(args.toolkit_path or f"/usr/local/cuda-{args.version}")
+        cuda_link = sp("/usr/local/cuda")
+
+        def sh(cmd: str, timeout: float = 120, what: str | None = None):
+            if what:
+                ctx.emit("progress", {"step": what})
+            return host.run(cmd, timeout=timeout, cancel=ctx.cancel,
+                            on_output=lambda s, b: ctx.emit("output", {"stream": s,
+                                                                       "text": b.decode("utf-8", "replace")}))
+
+        # ---------------------------------------------------------- preflight (writes nothing)
+        t0 = time.monotonic()
+        major = int(args.version.split(".")[0])
+        need = MIN_DRIVER.get(major)
+        drv = sh("nvidia-smi --query-gpu=driver_version --format=csv,noheader", what="preflight")
+        driver = drv.stdout.strip().splitlines()[0].strip() if drv.ok and drv.stdout.strip() else None
+        if driver is None:
+            warnings.append("no NVIDIA driver answered nvidia-smi: the toolkit installs, but nothing can run on a GPU")
+        elif need is not None and int(driver.split(".")[0]) < need:
+            raise ToolError(f"driver {driver} is too old for CUDA {args.version}: CUDA {major}.x needs driver >= "
+                            f"{need} (this runfile was built with {m.group('driver')}). Upgrade the driver first, "
+                            f"or pick a CUDA {major - 1}.x runfile; nothing was written")
+        if not args.toolkit_only and driver is not None:
+            raise ToolError(f"driver {driver} is loaded: the runfile cannot replace a driver that is in use. "
+                            f"Install the toolkit only (toolkit_only: true); nothing was written")
+        exists = sh(f"test -e {shlex.quote(target)} && echo exists || echo free")
+        if exists.stdout.strip() == "exists":
+            raise ToolError(f"{target} already exists: a side-by-side install needs a new directory. Choose "
+                            f"another toolkit_path, or check what is there first; nothing was written")
+        size = self._runfile_size(sh, args.runfile, path, is_url)
+        for where, factor in ((tmpdir, TMP_FACTOR), (_parent(target), TARGET_FACTOR)):
+            free = _free_bytes(sh, where)
+            if size and free is not None and free < size * factor:
+                raise ToolError(f"not enough space in {where}: {free / 2**30:.1f} GiB free, about "
+                                f"{size * factor / 2**30:.1f} GiB needed for a {size / 2**30:.1f} GiB runfile. "
+                                f"Free space or choose another tmpdir/toolkit_path; nothing was written")
+        sudo = ""
+        writable = sh(f"d={shlex.quote(_parent(target))}; while [ ! -e \"$d\" ]; do d=$(dirname \"$d\"); done; "
+                      f"test -w \"$d\" && echo yes || echo no")
+        if writable.stdout.strip() != "yes":
+            who = sh("id -u")
+            if who.stdout.strip() != "0":
+                probe = sh("sudo -n true")
+                if not probe.ok:
+                    raise ToolError(f"installing into {_parent(target)} needs root, and `sudo -n` on {args.host} "
+                                    f"wants a password ({probe.stderr.strip()[:200]}). Run as root or allow "
+                                    f"password-less sudo for the installer; passwords are never asked for")
+                sudo = "sudo -n "
+        link_before = _readlink(sh, cuda_link)
+        timings["preflight"] = round(time.monotonic() - t0, 3)
+
+        # ---------------------------------------------------------- download and checksum
+        t0 = time.monotonic()
+        downloaded = False
+        if is_url:
+            have = sh(f"test -f {shlex.quote(path)} && {algo}sum {shlex.quote(path)}")
+            if not (have.ok and have.stdout.split()[:1] == [digest]):
+                sh(f"mkdir -p {shlex.quote(download_dir)}")
+                got = sh(f"curl -fL --retry 3 --retry-delay 2 -C - --progress-bar -o {shlex.quote(path)} "
+                         f"{shlex.quote(args.runfile)}", timeout=args.timeout, what=f"downloading {name}")
+                if not got.ok:
+                    raise ToolError(f"download of {args.runfile} failed (curl exit {got.exit_code}): "
+                                    f"{_last_line(got.stderr)}; a partial file at {path} resumes next time")
+                downloaded = True
+        timings["download"] = round(time.monotonic() - t0, 3)
+        summed = sh(f"{algo}sum {shlex.quote(path)}", timeout=600, what="verifying the checksum")
+        actual = summed.stdout.split()[0] if summed.ok and summed.stdout.split() else None
+        if actual != digest:
+            raise ToolError(f"checksum mismatch for {path}: expected {algo} {digest}, got {actual or 'no file'}. "
+                            f"The file is corrupt or not the runfile meant; it was not run")
+
+        # ---------------------------------------------------------- install
+        t0 = time.monotonic()
+        flags = ["--silent", "--toolkit", f"--toolkitpath={target}", "--no-man-page", f"--tmpdir={tmpdir}"]
+        if args.override:
+            flags.append("--override")
+        if not args.toolkit_only:
+            flags = [f for f in flags if not f.startswith(("--toolkit",))] + ["--driver", "--toolkit"]
+        command = f"{sudo}sh {shlex.quote(path)} " + " ".join(shlex.quote(f) for f in flags)
+        run = sh(command, timeout=args.timeout, what="running the installer")
+        timings["install"] = round(time.monotonic() - t0, 3)
+        log_path = sp(INSTALLER_LOG)
+        log = sh(f"tail -n 200 {shlex.quote(log_path)}")
+        log_text = log.stdout if log.ok else ""
+        log_errors = [ln.strip() for ln in log_text.splitlines() if "[ERROR]" in ln or "ERROR:" in ln]
+        summary = _summary(run.stdout)
+        if not run.ok:
+            detail = "\n".join(log_errors[-5:]) or _last_line(run.stdout + "\n" + run.stderr)
+            raise ToolError(f"the installer failed (exit {run.exit_code}{', timed out' if run.timed_out else ''}): "
+                            f"{detail}. Its log is {log_path}")
+
+        # ---------------------------------------------------------- verify
+        nvcc = sh(f"{shlex.quote(target)}/bin/nvcc --version")
+        nvcc_version = nvcc_build = None
+        if nvcc.ok:
+            mv = re.search(r"release (\d+\.\d+)", nvcc.stdout)
+            mb = re.search(r"^Build (\S+)", nvcc.stdout, re.M)
+            nvcc_version, nvcc_build = (mv.group(1) if mv else None), (mb.group(1) if mb else None)
+        if nvcc_version != args.version:
+            raise ToolError(f"the installer exited 0 but {target}/bin/nvcc reports {nvcc_version or 'nothing'} "
+                            f"instead of {args.version}: {_last_line(nvcc.stdout + nvcc.stderr)}")
+        link_after = _readlink(sh, cuda_link)
+        if args.move_symlink:
+            moved = sh(f"{sudo}ln -sfn {shlex.quote(target)} {shlex.quote(cuda_link)}", what="moving the cuda symlink")
+            if not moved.ok:
+                raise ToolError(f"toolkit installed, but moving {cuda_link} failed: {moved.stderr.strip()[:300]}")
+            link_after = _readlink(sh, cuda_link)
+        elif link_after != link_before and link_before is not None:
+            # The installer moved it although we did not ask: put it back, and say so.
+            sh(f"{sudo}ln -sfn {shlex.quote(link_before)} {shlex.quote(cuda_link)}")
+            warnings.append(f"the installer pointed {cuda_link} at {link_after}; it was put back to {link_before}")
+            link_after = _readlink(sh, cuda_link)
+        return self.Result(version=args.version, runfile=path, downloaded=downloaded, checksum=f"{algo}:{digest}",
+                           checksum_ok=True, toolkit_path=target, nvcc_version=nvcc_version, nvcc_build=nvcc_build,
+                           symlink_before=link_before, symlink_after=link_after, installer_command=command,
+                           installer_summary=summary, log_errors=log_errors,
+                           log_tail=truncate_for_model("\n".join(log_text.splitlines()[-20:]), 2000),
+                           warnings=warnings, seconds=timings)
+
+    @staticmethod
+    def _runfile_size(sh, runfile: str, path: str, is_url: bool) -> int | None:
+        if is_url and not runfile.startswith("file://"):
+            head = sh(f"curl -fsIL {shlex.quote(runfile)}", timeout=60)
+            sizes = re.findall(r"(?im)^content-length:\s*(\d+)", head.stdout)
+            return int(sizes[-1]) if sizes else None
+        local = runfile[len("file://"):] if runfile.startswith("file://") else path
+        r = sh(f"stat -c %s {shlex.quote(local)}")
+        return int(r.stdout.strip()) if r.ok and r.stdout.strip().isdigit() else None
+
+
+def split_checksum(value: str) -> tuple[str | None, str]:
+    v = value.strip().lower()
+    algo, _, digest = v.rpartition(":")
+    digest = digest.strip()
+    if not re.fullmatch(r"[0-9a-f]+", digest):
+        return None, digest
+    by_len = {32: "md5", 64: "sha256"}.get(len(digest))
+    if algo and algo != by_len:
+        return None, digest
+    return by_len, digest
+
+
+def _parent(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[0] or "/"
+
+
+def _free_bytes(sh, path: str) -> int | None:
+    r = sh(f"d={shlex.quote(path)}; while [ ! -e \"$d\" ]; do d=$(dirname \"$d\"); done; df -P -k \"$d\" | tail -1")
+    parts = r.stdout.split()
+    return int(parts[3]) * 1024 if r.ok and len(parts) >= 4 and parts[3].isdigit() else None
+
+
+def _readlink(sh, link: str) -> str | None:
+    r = sh(f"test -L {shlex.quote(link)} && readlink {shlex.quote(link)}")
+    return r.stdout.strip() or None if r.ok else None
+
+
+def _summary(stdout: str) -> str:
+    """The installer's '= Summary =' block, as it printed it."""
+    i = stdout.find("= Summary =")
+    return stdout[max(0, stdout.rfind("\n", 0, max(0, i - 12)) + 1):].strip()[:2000] if i >= 0 else stdout.strip()[-800:]
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "no output"
+
