@@ -1,0 +1,149 @@
+"""A simulated GPU host: a directory that behaves like the CUDA 12.8 machine of the upgrade story.
+
+    sim = build_sim(tmp_path / "gpu")
+    host = LocalHost(sim.host_spec())
+    host.run("nvidia-smi")                         # the real table, 8 RTX PRO 6000 Blackwell cards
+    host.run(f"{sim.python} -m pip freeze")        # torch==2.10.0+cu128, ...
+
+Layout of a sim root (system paths live under it, the way HostSpec.sysroot describes):
+
+    .sim/state.json            the machine: GPUs, driver (version, loaded), free space, gcc
+    .sim/lib/simhost/          the code its commands run (standard library only)
+    usr/bin/nvidia-smi
+    usr/local/cuda-12.8/       a toolkit laid out like a real one; usr/local/cuda -> it
+    opt/venv/                  a real venv with torch 2.10.0+cu128, sglang, sgl-kernel, flashinfer, vllm
+    srv/pypi/simple{,-cu128,-cu130}/   PEP 503 indexes (file:// URLs) with cu128 and cu130 builds
+    srv/nvidia/compute/cuda/<ver>/     runfiles with md5sum.txt and sha256sum.txt
+    var/log/, tmp/, proc/driver/nvidia/version
+
+Nothing needs an environment variable: every command finds the root from its own location, so
+the same commands work through the local transport and over SSH with only PATH set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.hosts import HostSpec
+
+from . import build as _build
+from .files.simhost import runfile as _runfile
+from .files.simhost import state as _state
+from .files.simhost import toolkit as _toolkit
+
+__all__ = ["Sim", "RunfileInfo", "build_sim", "RELEASES"]
+
+RELEASES = _toolkit.RELEASES
+
+
+@dataclass(frozen=True)
+class RunfileInfo:
+    version: str  # "13.0.1"
+    path: Path
+    url: str  # file:// URL, fetchable with curl
+    md5: str
+    sha256: str
+    size: int
+    driver_version: str  # the driver bundled in the runfile, "580.82.07"
+    md5sum_url: str  # NVIDIA's published md5sum.txt for this release
+    sha256sum_url: str
+
+    @property
+    def filename(self) -> str:
+        return self.path.name
+
+
+@dataclass
+class Sim:
+    root: Path
+    python: str
+    bin_dir: Path
+    index_urls: dict[str, str]
+    runfiles: dict[str, RunfileInfo]
+
+    def host_spec(self, name: str = "sim", transport: str = "local", target: str | None = None) -> HostSpec:
+        return HostSpec(
+            name=name,
+            transport=transport,  # type: ignore[arg-type]
+            target=target,
+            path_prefix=[str(self.bin_dir), str(self.root / "usr" / "local" / "cuda" / "bin")],
+            sysroot=str(self.root),
+            python=self.python,
+        )
+
+    def sys_path(self, path: str) -> Path:
+        """Where a system path ("/usr/local/cuda-13.0") lies in this sim."""
+        return _state.host_path(self.root, path)
+
+    def state(self) -> dict:
+        return _state.load(self.root)
+
+    def set_free_space(self, path: str, mb: int) -> None:
+        """Free space of the filesystem mounted at a system path ("/tmp"), as the installer sees it."""
+        if not path.startswith("/"):
+            raise ValueError(f"a system path starting with '/' is expected, got {path!r}")
+        _state.update(self.root, lambda st: st["free_space_mb"].__setitem__(path.rstrip("/") or "/", int(mb)))
+
+    def set_driver_loaded(self, loaded: bool) -> None:
+        """Whether the nvidia kernel module is loaded (a driver install needs it unloaded)."""
+        st = _state.update(self.root, lambda st: st["driver"].__setitem__("loaded", bool(loaded)))
+        _runfile.write_proc_version(self.root, st)
+
+    def set_bench_noise(self, sd: float) -> None:
+        """Standard deviation of the benchmark's run-to-run noise in tok/s (0 makes it exact)."""
+        _state.update(self.root, lambda st: st["bench"].__setitem__("noise_sd", float(sd)))
+
+
+def build_sim(root: Path, *, gpus: int = 8, free_space_mb: dict[str, int] | None = None,
+              driver_version: str = "590.48.01", smi_version: str | None = None,
+              gcc: str | None = "gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04) ",
+              toolkits: tuple[str, ...] = ("12.8",), bench_noise: float = 0.25,
+              cache_dir: Path | None = None) -> Sim:
+    """Build a sim root at `root` (a new or empty directory) and return it.
+
+    toolkits: releases installed at build time ("12.8", "13.0", "13.1"); the first one is what
+    /usr/local/cuda points at. smi_version: nvidia-smi's own version when it should differ from the
+    driver's, as in a container whose userspace tools are older than the host's kernel module.
+    gcc: the compiler the runfile finds, None for none (its check then fails without --override).
+    """
+    root = Path(root).absolute()
+    if root.exists() and any(root.iterdir()):
+        raise FileExistsError(f"{root} is not empty; a sim is built in a new or empty directory")
+    root.mkdir(parents=True, exist_ok=True)
+    python = _build.base_python()
+    cache = _build.ensure_cache(python, cache_dir)
+    _build.lay_out(root, cache, python, gpus=gpus, free_space_mb=free_space_mb, driver_version=driver_version,
+                   smi_version=smi_version, gcc=gcc, toolkits=tuple(toolkits), bench_noise=bench_noise)
+    return Sim(
+        root=root,
+        python=str(root / "opt" / "venv" / "bin" / "python"),
+        bin_dir=root / "usr" / "bin",
+        index_urls={name.replace("simple-", "") if name != "simple" else "pypi": (root / "srv" / "pypi" / name).as_uri()
+                    for name in ("simple", "simple-cu128", "simple-cu130")},
+        runfiles={key: _publish_runfile(root, key, python) for key in RELEASES},
+    )
+
+
+def _publish_runfile(root: Path, key: str, python: str) -> RunfileInfo:
+    r = RELEASES[key]
+    base = root / "srv" / "nvidia" / "compute" / "cuda" / r.version
+    path = _build.write_runfile(base / "local_installers", key, python, root)
+    data = path.read_bytes()
+    md5, sha256 = hashlib.md5(data).hexdigest(), hashlib.sha256(data).hexdigest()
+    sidebar = base / "docs" / "sidebar"
+    sidebar.mkdir(parents=True, exist_ok=True)
+    # NVIDIA publishes one md5sum.txt per release listing every installer of it.
+    (sidebar / "md5sum.txt").write_text(f"{md5}  {r.runfile_name}\n")
+    (sidebar / "sha256sum.txt").write_text(f"{sha256}  {r.runfile_name}\n")
+    return RunfileInfo(version=r.version, path=path, url=path.as_uri(), md5=md5, sha256=sha256, size=len(data),
+                       driver_version=r.driver, md5sum_url=(sidebar / "md5sum.txt").as_uri(),
+                       sha256sum_url=(sidebar / "sha256sum.txt").as_uri())
+
+
+def timed_build(root: Path, **kwargs) -> tuple[Sim, float]:
+    start = time.monotonic()
+    sim = build_sim(root, **kwargs)
+    return sim, time.monotonic() - start

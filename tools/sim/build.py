@@ -1,0 +1,179 @@
+"""Building a sim root: the shared cache, the runfiles, and the layout of one machine.
+
+What is the same for every sim (wheels, indexes, a venv with the stack installed) is built once
+per version of this package's sources and kept in $XDG_CACHE_HOME/upgrade-agent/ (default
+~/.cache/upgrade-agent/). A new sim copies from there, so building one takes well under a second.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import os
+import shutil
+import sys
+import tempfile
+import zipfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import venv as sim_venv
+from . import wheels
+from .files.simhost import machine, runfile as sim_runfile, state as host_state, toolkit
+
+HERE = Path(__file__).parent
+SIMHOST = HERE / "files" / "simhost"
+VENV_DIR = "/opt/venv"
+
+
+def base_python() -> str:
+    """The interpreter outside any venv: it stays put while venvs come and go."""
+    return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+
+
+def cache_home() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "upgrade-agent"
+
+
+def source_digest(python: str) -> str:
+    """Changes whenever the sim's code, its package sources or the interpreter change."""
+    h = hashlib.sha256()
+    for path in sorted(HERE.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            h.update(path.relative_to(HERE).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    h.update(python.encode() + b"\0" + sys.version.encode())
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Cache:
+    dir: Path
+    pypi: Path  # the three simple indexes
+    venv: Path  # template venv with the cu128 stack
+    venv_origin: str  # the path the template was built at (its scripts name it)
+
+
+def ensure_cache(python: str, cache_dir: Path | None = None) -> Cache:
+    home = cache_dir or cache_home()
+    target = home / f"sim-{source_digest(python)}"
+    if not (target / "ready").exists():
+        home.mkdir(parents=True, exist_ok=True)
+        with _locked(home / f"{target.name}.lock"):
+            if not (target / "ready").exists():  # another process may have built it meanwhile
+                _build_cache(target, python)
+    return Cache(target, target / "pypi", target / "venv", (target / "venv-origin").read_text())
+
+
+def _build_cache(target: Path, python: str) -> None:
+    work = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+    try:
+        indexes = wheels.build_indexes(work / "pypi")
+        sim_venv.build_template(work / "venv", python, indexes["simple-cu128"])
+        (work / "venv-origin").write_text(str(work / "venv"))
+        (work / "ready").write_text("")
+        if target.exists():
+            shutil.rmtree(target)
+        os.rename(work, target)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+@contextmanager
+def _locked(path: Path):
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------- runfiles
+
+_RUNFILE_HEADER = """#!/bin/sh
+# NVIDIA CUDA Toolkit {version} (driver {driver}) runfile of a simulated GPU host.
+# Like a makeself archive, a shell header followed by the installer: here a zip of its Python
+# sources, run by the interpreter recorded when the sim was built. Works with `sh FILE ARGS` and
+# `./FILE ARGS`; the sim root is found from the file's own location.
+SIM_PYTHON='{python}'
+SIM_ROOT='{root}'
+exec "$SIM_PYTHON" -I -S -c 'import sys; sys.path.insert(0, sys.argv[1]); from simhost.runfile import main; sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]))' "$0" "$SIM_ROOT" '{release}' "$@"
+echo "cannot run $SIM_PYTHON" >&2
+exit 1
+"""
+
+
+def _installer_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(SIMHOST.glob("*.py")):
+            zi = zipfile.ZipInfo(f"simhost/{path.name}", (1980, 1, 1, 0, 0, 0))
+            zi.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(zi, path.read_bytes())
+    return buf.getvalue()
+
+
+def write_runfile(directory: Path, release_key: str, python: str, root: Path) -> Path:
+    r = toolkit.RELEASES[release_key]
+    header = _RUNFILE_HEADER.format(version=r.version, driver=r.driver, python=python, root=root,
+                                    release=release_key).encode()
+    path = directory / r.runfile_name
+    directory.mkdir(parents=True, exist_ok=True)
+    # zipimport finds an archive behind any prefix, the way self-extracting archives are read.
+    path.write_bytes(header + _installer_zip())
+    path.chmod(0o755)
+    return path
+
+
+# --------------------------------------------------------------------------- one machine
+
+
+def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, free_space_mb: dict[str, int] | None,
+            driver_version: str, smi_version: str | None, gcc: str | None, toolkits: tuple[str, ...],
+            bench_noise: float) -> None:
+    for d in ("usr/bin", "usr/local", "usr/share/man", "var/log", "tmp", "opt", "etc", "root", "srv"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    shutil.copytree(SIMHOST, root / host_state.STATE_DIR / "lib" / "simhost",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    st = machine.default_state(gpus=gpus, driver_version=driver_version, smi_version=smi_version,
+                               free_space_mb=free_space_mb, gcc=gcc, python=python, bench_noise=bench_noise)
+    host_state.save(root, st)
+    sim_runfile.write_proc_version(root, st)
+    _write_command(root / "usr" / "bin" / "nvidia-smi", python, "simhost.smi")
+    for key in toolkits:
+        toolkit.install(root / "usr" / "local" / f"cuda-{toolkit.RELEASES[key].short}", toolkit.RELEASES[key],
+                        python, man_dir=root / "usr" / "share" / "man")
+    if toolkits:
+        (root / "usr" / "local" / "cuda").symlink_to(root / "usr" / "local" / f"cuda-{toolkit.RELEASES[toolkits[0]].short}")
+    wheels.copy_indexes(cache.pypi, root / "srv" / "pypi")
+    venv_dir = host_state.host_path(root, VENV_DIR)
+    pip_conf = ("[global]\n"
+                f"index-url = {(root / 'srv' / 'pypi' / 'simple').as_uri()}\n"
+                f"cache-dir = {root / 'root' / '.cache' / 'pip'}\n"
+                "disable-pip-version-check = true\n")
+    sim_venv.copy(cache.venv, cache.venv_origin, venv_dir, pip_conf)
+
+
+_COMMAND = """#!{python} -IS
+# {name} of a simulated GPU host; the sim root is found from this file's own location.
+import os, sys
+here = os.path.dirname(os.path.realpath(__file__))
+root = here
+while not os.path.isfile(os.path.join(root, ".sim", "state.json")):
+    if os.path.dirname(root) == root:
+        sys.exit("{name}: not inside a simulated GPU host")
+    root = os.path.dirname(root)
+sys.path.insert(0, os.path.join(root, ".sim", "lib"))
+from pathlib import Path
+from {module} import main
+sys.exit(main(sys.argv[1:], Path(root)))
+"""
+
+
+def _write_command(path: Path, python: str, module: str) -> None:
+    path.write_text(_COMMAND.format(python=python, name=path.name, module=module))
+    path.chmod(0o755)

@@ -1,0 +1,13 @@
+"""torch of the simulated GPU host.
+
+Real in its packaging (version, local CUDA tag, dependencies) and in what people check after an
+upgrade: torch.__version__, torch.version.cuda, torch.cuda.* and torch.backends.cudnn, answered
+from the simulated machine this installation lives in. It computes nothing.
+"""
+
+from . import version
+from .version import __version__
+from . import cuda, backends, utils
+from ._tensor import Tensor, device, ones, tensor, zeros
+
+__all__ = ["__version__", "version", "cuda", "backends", "utils", "Tensor", "device", "zeros", "ones", "tensor"]

@@ -1,0 +1,71 @@
+"""The sim's Python virtual environment: built once as a template, copied into each sim.
+
+Creating a venv with pip and installing the stack takes seconds; copying a finished one takes a
+fraction of that. A copied venv only needs the places that name its own directory rewritten:
+the scripts' shebangs, the activate scripts and pyvenv.cfg. Everything else in a venv is
+relative or points at the base interpreter, which does not move.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+# Linux's limit for a shebang line (BINPRM_BUF_SIZE - 1); longer ones get pip's /bin/sh wrapper.
+_SHEBANG_MAX = 127
+
+STACK = ("torch==2.10.0+cu128", "sglang==0.5.9", "sgl-kernel==0.3.21+cu128", "flashinfer-python==0.6.4",
+         "vllm==0.16.0")
+
+
+def pip_env() -> dict[str, str]:
+    """A pip that reads no user configuration and never looks at the network."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_CACHE_DIR="1", PIP_CONFIG_FILE=os.devnull,
+               PIP_NO_INPUT="1")
+    return env
+
+
+def build_template(dest: Path, base_python: str, index_dir: Path) -> None:
+    """A venv at `dest` with pip and the sim's cu128 stack installed from `index_dir` (offline)."""
+    subprocess.run([base_python, "-m", "venv", str(dest)], check=True, capture_output=True)
+    python = dest / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "--index-url", index_dir.as_uri(), *STACK],
+                   check=True, capture_output=True, env=pip_env())
+    # A pip check proves the dependency metadata is consistent, as a resolver-installed env would be.
+    subprocess.run([str(python), "-m", "pip", "check"], check=True, capture_output=True, env=pip_env())
+
+
+def copy(template: Path, template_origin: str, dest: Path, pip_conf: str) -> None:
+    """Copy the template venv to `dest` and make it belong there."""
+    shutil.copytree(template, dest, symlinks=True)
+    new = str(dest)
+    for path in (dest / "bin").iterdir():
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if template_origin.encode() not in data:
+            continue
+        text = data.decode()
+        if text.startswith("#!"):
+            text = _rewrite_shebang(text, template_origin, new)
+        path.write_text(text.replace(template_origin, new))
+    cfg = dest / "pyvenv.cfg"
+    cfg.write_text(cfg.read_text().replace(template_origin, new))
+    (dest / "pip.conf").write_text(pip_conf)
+
+
+def _rewrite_shebang(text: str, old: str, new: str) -> str:
+    first, _, rest = text.partition("\n")
+    if first.startswith("#!/bin/sh") and rest.startswith("'''exec'"):
+        # pip's wrapper for long paths: "#!/bin/sh\n'''exec' "/path/python" "$0" "$@"\n' '''"
+        second, _, body = rest.partition("\n")
+        interpreter = second.split('"')[1].replace(old, new)
+        rest = body
+    else:
+        interpreter = first[2:].strip().replace(old, new)
+    if len(f"#!{interpreter}") <= _SHEBANG_MAX:
+        return f"#!{interpreter}\n{rest}"
+    return f"#!/bin/sh\n'''exec' \"{interpreter}\" \"$0\" \"$@\"\n' '''\n{rest}"
