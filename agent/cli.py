@@ -45,8 +45,7 @@ def cmd_tools(args) -> int:
         print(json.dumps([t.schema() for t in tools], indent=2))
         return EXIT_OK
     for t in tools:
-        first = t.description().splitlines()[0]
-        print(f"{t.name:20} {first}")
+        print(f"{t.name:18} {t.description().splitlines()[0]}")
     return EXIT_OK
 
 

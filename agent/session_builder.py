@@ -178,14 +178,14 @@ def exec_one(args) -> int:
 
     from agent.loop import CallResult, LiveToolRunner, PreparedCall
     from agent.model import ToolCall
-    from tools.ssh_exec import SshExec
+    from tools.ssh_exec import SSHExec
 
     command = " ".join(args.command).strip()
     if not command:
         raise SessionConfigError("no command given: agent exec HOST -- COMMAND")
     entry = host_entry_from_flag(args.host, args.trust_host_key)
     spec, _ = host_spec(entry)
-    tool = SshExec()
+    tool = SSHExec()
     parsed = tool.parse_args({"host": spec.name, "command": command, "timeout": args.timeout})
     action = tool.action(parsed)
     policy = SafetyPolicy(scope={spec.name}, mode="scripted")

@@ -7,7 +7,7 @@ import importlib
 # Tool modules in the order the model sees them. Each defines one Tool subclass named in TOOLS.
 TOOLS = {
     "inspect_host": "tools.inspect_host:InspectHost",
-    "ssh_exec": "tools.ssh_exec:SshExec",
+    "ssh_exec": "tools.ssh_exec:SSHExec",
     "web_search": "tools.web_search:WebSearch",
     "pip_freeze_backup": "tools.pip_freeze_backup:PipFreezeBackup",
     "restore_backup": "tools.restore_backup:RestoreBackup",

@@ -211,6 +211,7 @@ class Tool:
             raise ArgumentError(f"arguments of {cls.name} must be a JSON object, got {type(data).__name__}")
         # Strict schemas make every field required and nullable; null means "use the default".
         data = {k: v for k, v in data.items() if not (v is None and _has_non_null_default(cls.Args, k))}
+        data = _pairs_to_maps(cls.Args, data)
         try:
             return cls.Args.model_validate(data)
         except ValidationError as e:
@@ -245,26 +246,61 @@ def strict_schema(model: type[BaseModel]) -> dict:
             return [fix(n) for n in node]
         if not isinstance(node, dict):
             return node
-        node = {k: fix(v) for k, v in node.items() if k not in ("title",)}
         if node.get("type") == "object" and "properties" in node:
-            props = node["properties"]
+            # Defaults move into the description before the children lose them.
             required = set(node.get("required", []))
-            for key, prop in props.items():
-                if key not in required:
-                    if "default" in prop:
-                        default = json.dumps(prop["default"])
-                        desc = prop.get("description", "")
-                        prop["description"] = (desc + f" (default {default})").strip()
-                    props[key] = _nullable(prop)
-                props[key].pop("default", None)
-            node["required"] = list(props)
-            node["additionalProperties"] = False
-        node.pop("default", None)
+            props = {}
+            for key, prop in node["properties"].items():
+                prop = dict(prop)
+                if (key not in required and prop.get("default") is not None
+                        and "default" not in prop.get("description", "").lower()):
+                    desc = prop.get("description", "")
+                    prop["description"] = (desc + f" (default {json.dumps(prop['default'])})").strip()
+                prop = fix(prop)
+                props[key] = prop if key in required else _nullable(prop)
+            node = {**node, "properties": props, "required": list(props), "additionalProperties": False}
+        if _is_map(node):
+            return _map_as_pairs(node, fix)
+        node = {k: (v if k == "properties" else fix(v)) for k, v in node.items()
+                if k not in ("title", "default") and k not in _UNSUPPORTED_IN_STRICT}
         return node
 
     out = fix(schema)
     if defs:
         out["$defs"] = {k: fix(v) for k, v in defs.items()}
+    return out
+
+
+# Keywords OpenAI's strict mode rejects; pydantic still checks them when the call arrives.
+_UNSUPPORTED_IN_STRICT = {"minLength", "maxLength", "patternProperties", "propertyNames", "minProperties",
+                          "maxProperties", "uniqueItems", "contains", "minContains", "maxContains"}
+
+
+def _is_map(node: dict) -> bool:
+    """A free-form mapping (dict[str, str]): strict mode only allows objects with fixed keys."""
+    return node.get("type") == "object" and "properties" not in node and isinstance(
+        node.get("additionalProperties"), dict)
+
+
+def _map_as_pairs(node: dict, fix) -> dict:
+    """Show a mapping to the model as a list of {name, value}; `parse_args` turns it back."""
+    out = {"type": "array", "items": {"type": "object", "properties": {
+        "name": {"type": "string"}, "value": fix(node["additionalProperties"])},
+        "required": ["name", "value"], "additionalProperties": False}}
+    if "description" in node:
+        out["description"] = node["description"]
+    return out
+
+
+def _pairs_to_maps(model: type[BaseModel], data: dict) -> dict:
+    """Undo `_map_as_pairs` for the fields that are mappings."""
+    out = dict(data)
+    for key, value in data.items():
+        f = model.model_fields.get(key)
+        if f is None or not isinstance(value, list) or "dict" not in str(f.annotation):
+            continue
+        if all(isinstance(p, dict) and set(p) == {"name", "value"} for p in value):
+            out[key] = {p["name"]: p["value"] for p in value}
     return out
 
 

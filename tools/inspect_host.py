@@ -141,7 +141,9 @@ def parse_nvcc(text: str) -> tuple[str | None, str | None]:
 
 
 class InspectHost(Tool):
-    """Inspect a GPU host in one read-only call: OS and kernel; NVIDIA driver version and the CUDA version the
+    """Inspect a GPU host in one read-only call: driver, CUDA toolkits, GPUs, Python and torch, disk.
+
+    Reports OS and kernel; NVIDIA driver version and the CUDA version the
     driver supports (nvidia-smi header) versus the toolkit on PATH (nvcc --version); every CUDA toolkit
     installed side by side and where the `cuda` symlink points; GPUs (name, compute capability, memory,
     count); the Python environment's torch version, torch.version.cuda, whether CUDA is available, and

@@ -90,7 +90,9 @@ def index_for(name: str, version: str, configured: list[str]) -> str | None:
 
 
 class PipFreezeBackup(Tool):
-    """Back up a Python environment on a host before changing it: interpreter version, pip version,
+    """Back up a Python environment on a host, verified; required before any change to that host.
+
+    Records the interpreter version, pip version,
     `pip freeze --all`, `pip list --format=json`, `pip inspect`, pip config, PIP_*/UV_* settings, and the
     index each local-version package (e.g. torch 2.10.0+cu130) must be reinstalled from. The backup is
     written on the host under /var/tmp/upgrade-agent/backups/<id>/, copied beside the transcript, checked

@@ -32,7 +32,9 @@ def freeze_diff(want: dict[str, str], have: dict[str, str]) -> list[str]:
 
 
 class RestoreBackup(Tool):
-    """Restore a Python environment to a backup taken by pip_freeze_backup: uninstall what the backup did
+    """Restore a Python environment to a pip_freeze_backup, then prove it with a freeze diff.
+
+    Uninstalls what the backup did
     not have, reinstall the exact pinned versions with --no-deps from the index each one needs (local
     versions such as +cu128 from their own index), then freeze again and report the difference from the
     backup, which is empty when the restore worked. Destructive: it needs the operator's approval.
