@@ -93,6 +93,12 @@ class SSHD:
 
     def _write_config(self) -> Path:
         config = self.root / "sshd_config"
+        extra = self.extra_config
+        if self.skip_login_rc:
+            if "SetEnv " in extra:
+                extra = extra.replace("SetEnv ", "SetEnv SHLVL=1 ", 1)
+            else:
+                extra = "SetEnv SHLVL=1\n" + extra
         config.write_text(
             f"""\
 ListenAddress 127.0.0.1
@@ -110,8 +116,7 @@ AllowTcpForwarding yes
 MaxSessions 10
 MaxStartups 100:30:200
 LogLevel {self.log_level}
-{'SetEnv SHLVL=1' if self.skip_login_rc else ''}
-{self.extra_config}
+{extra}
 """
         )
         return config

@@ -54,6 +54,20 @@ def test_clean_bash_with_explicit_path_env_and_cwd(ssh_world, sshd, tmp_path):
     assert r.stderr == ""  # the process-group line never reaches the caller
 
 
+def test_login_environment_does_not_leak_into_the_command(ssh_world, sshd_factory, tmp_path):
+    # What rc files of the login shell could export: a BASH_ENV script and an exported function.
+    # The login shell itself reads BASH_ENV (it runs before our command line; nothing to do about
+    # that); the script says so only when it finds itself in our clean bash, with our PATH.
+    evil = tmp_path / "bash_env"
+    evil.write_text('case "$PATH" in /opt/marker/bin:*) echo sourced-in-clean-bash;; esac\n')
+    server = sshd_factory(extra_config=f'SetEnv BASH_ENV={evil} "BASH_FUNC_ls%%=() {{ echo hijacked; }}" LEAK=1\n')
+    ssh_world.add_host_alias("box", server)
+    host = ssh_world.pool(HostSpec(name="box", path_prefix=["/opt/marker/bin"])).get("box")
+    r = host.run(f"ls -d {tmp_path}; echo \"[$LEAK]\"; echo \"$HOME\"; echo \"$LANG\"")
+    assert r.stdout.splitlines() == [str(tmp_path), "[]", os.path.expanduser("~"), "C.UTF-8"]
+    assert "sourced-in-clean-bash" not in r.stdout + r.stderr
+
+
 def test_missing_cwd_runs_nothing(host, tmp_path):
     r = host.run(f"echo a; touch {tmp_path}/b", cwd=str(tmp_path / "missing"))
     assert r.exit_code != 0 and r.stdout == "" and "missing" in r.stderr

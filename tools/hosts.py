@@ -143,13 +143,20 @@ def check_env_names(env: dict[str, str]) -> None:
 
 
 def wrap_command(command: str, path: str, env: dict[str, str], cwd: str | None) -> str:
-    """The exact remote command line: a clean bash with an explicit PATH and environment."""
+    """The exact remote command line: a clean bash with an explicit PATH and environment.
+
+    `env -i` starts from an empty environment, as the local transport does: whatever the
+    login shell's rc files exported (BASH_ENV, exported functions such as BASH_FUNC_ls%%,
+    SHELLOPTS) would otherwise reach the inner bash and change what runs. Only the user's
+    identity is carried over; the rest is PATH, the host's env and the call's env.
+    """
     check_env_names(env)
+    identity = 'HOME="$HOME" USER="$USER" LOGNAME="$LOGNAME" LANG=C.UTF-8'
     assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in {"PATH": path, **env}.items())
     # `cd DIR || exit` on a line of its own: with `cd DIR && COMMAND`, a COMMAND of several
     # statements (`a; b`) would run `b` in the wrong directory when the cd fails.
     script = command if cwd is None else f"cd -- {shlex.quote(cwd)} || exit\n{command}"
-    return f"env {assigns} bash --noprofile --norc -c {shlex.quote(script)}"
+    return f"env -i {identity} {assigns} bash --noprofile --norc -c {shlex.quote(script)}"
 
 
 _SUDO_PASSWORD = re.compile(r"sudo: (a password is required|a terminal is required|no tty present)")

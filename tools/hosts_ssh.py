@@ -165,8 +165,16 @@ def _local_user() -> str:
 
 
 def _fingerprints(text: str | None) -> set[str]:
-    """The fingerprints an operator trusted: one, or several separated by commas or spaces."""
-    return {f for f in re.split(r"[\s,]+", text or "") if f}
+    """The fingerprints an operator trusted: one, or several separated by commas or spaces.
+
+    Written as OpenSSH prints them (SHA256:base64, no padding); a pasted one without the
+    SHA256: prefix means the same key.
+    """
+    out = set()
+    for f in re.split(r"[\s,]+", text or ""):
+        if f:
+            out.add(f if f.startswith("SHA256:") else f"SHA256:{f.rstrip('=')}")
+    return out
 
 
 class _TrustedOrReject(paramiko.RejectPolicy):
@@ -525,16 +533,17 @@ class SSHHost(Host):
             raise HostError(f"{self.name}: cannot read {path}: {r.stderr.strip() or 'exit ' + str(r.exit_code)}")
         return raw
 
-    def remote_command_line(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None) -> str:
+    def remote_command_line(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None,
+                            pty: bool = False) -> str:
         """The exact line sent to sshd for `command`."""
-        merged = {**self.spec.env, **(env or {})}
+        merged = {**({"TERM": "dumb"} if pty else {}), **self.spec.env, **(env or {})}
         check_env_names(merged)
         script = command if cwd is None else f"cd -- {shlex.quote(cwd)} || exit\n{command}"
         return wrap_command(_PROLOGUE + script, self.spec.path(), merged, None)
 
     def _run(self, command, *, timeout=None, cwd=None, env=None, on_output=None, cancel=None, stdin=None,
              pty=False) -> tuple[CommandResult, bytes]:
-        line = self.remote_command_line(command, cwd, env)
+        line = self.remote_command_line(command, cwd, env, pty)
         start = time.monotonic()
         if not acquire_slot(self._slots, cancel):
             return CommandResult(command, None, "", "", time.monotonic() - start, cancelled=True), b""
