@@ -1,0 +1,634 @@
+"""run_bench: run a benchmark several times, read one metric, compare labelled results.
+
+The proof that an upgrade helped is a benchmark taken before and after it. One run
+proves little: serving benchmarks vary by a few percent from run to run. So the tool
+runs the command `warmup` + `runs` times, reads one number from each measured run
+with a named parser, and keeps the values under a label ("before", "after") in the
+session's store, where a later call can compare against them.
+
+Parsers are pure functions of the output text, tested against real output samples in
+tests/data/bench/.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import math
+import re
+import shlex
+import statistics
+from dataclasses import dataclass
+from typing import Callable
+
+from pydantic import BaseModel, Field, field_validator
+
+from tools.base import Action, StrictArgs, Tool, ToolContext, ToolError
+from tools.hosts import CommandResult, HostError, check_env_names
+
+STORE_KEY = "run_bench"  # ctx.store[STORE_KEY][label] -> the Result of that label, as a dict
+
+SERVING_METRICS_DOC = (
+    "output_throughput (tok/s), total_throughput, input_throughput, request_throughput (req/s), "
+    "mean_ttft_ms, median_ttft_ms, p99_ttft_ms, mean_itl_ms, median_itl_ms, p95_itl_ms (sglang), "
+    "p99_itl_ms, max_itl_ms (sglang), mean_tpot_ms, median_tpot_ms, p99_tpot_ms, "
+    "mean_e2e_latency_ms, median_e2e_latency_ms (sglang), mean_e2el_ms, median_e2el_ms (vllm, when "
+    "selected), benchmark_duration_s, successful_requests, failed_requests (vllm), total_input_tokens, "
+    "total_generated_tokens, concurrency (sglang), peak_output_throughput (newer versions)"
+)
+ONE_BATCH_METRICS_DOC = (
+    "decode_median_throughput (token/s), decode_median_latency_s, prefill_throughput, prefill_latency_s, "
+    "total_throughput, total_latency_s"
+)
+
+
+# --------------------------------------------------------------------------- parsers
+
+
+class ParseError(ValueError):
+    """The output holds no value the parser can read; the message says what was missing."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    value: float
+    unit: str | None
+
+
+_NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+_BLOCK_START = re.compile(r"^=+ Serving Benchmark Result =+$")
+_BLOCK_END = re.compile(r"^={10,}$")
+_RESULT_LINE = re.compile(rf"^(?P<label>[^:]+):\s+(?P<value>{_NUMBER})$")
+# Units in a label's parentheses; any other parenthesised words stay part of the name.
+_UNITS = {"tok/s": "tok/s", "req/s": "req/s", "rps": "req/s", "ms": "ms", "s": "s"}
+
+
+def serving_metric_name(label: str) -> tuple[str, str | None]:
+    """A serving result label as a metric name and unit.
+
+    snake_case of the label, with the time unit kept as a suffix ("Mean TTFT (ms)" ->
+    mean_ttft_ms) and "token throughput" shortened to "throughput", so sglang's
+    "Total token throughput", its older "Total throughput" and vLLM's "Total Token
+    throughput" are all total_throughput, and the names match the keys both tools
+    write to their JSON result files (output_throughput, mean_ttft_ms, ...).
+    """
+    unit = None
+    words = label.strip()
+    m = re.search(r"\(([^)]*)\)\s*$", words)
+    if m and m.group(1).strip().lower() in _UNITS:
+        unit = _UNITS[m.group(1).strip().lower()]
+        words = words[: m.start()]
+    name = re.sub(r"[^a-z0-9]+", "_", words.lower().replace("token throughput", "throughput")).strip("_")
+    if unit in ("ms", "s"):
+        name = f"{name}_{unit}"
+    return name, unit
+
+
+def parse_serving_result(text: str) -> dict[str, Metric]:
+    """The metrics of the one "Serving Benchmark Result" block that sglang and vLLM print.
+
+    Only lines inside the block count: the same words appear before it (vLLM prints
+    "Maximum request concurrency: 16" when it starts) and must not be read as results.
+    Lines whose value is not a number (Backend: sglang, Traffic request rate: inf) are
+    settings, not metrics, and are skipped.
+    """
+    blocks: list[dict[str, Metric]] = []
+    current: dict[str, Metric] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if _BLOCK_START.match(line):
+            current = {}
+            blocks.append(current)
+        elif current is not None and _BLOCK_END.match(line):
+            current = None
+        elif current is not None:
+            m = _RESULT_LINE.match(line)
+            if m:
+                name, unit = serving_metric_name(m.group("label"))
+                current[name] = Metric(float(m.group("value")), unit)
+    if not blocks:
+        raise ParseError("no '============ Serving Benchmark Result ============' block in the output")
+    if len(blocks) > 1:
+        raise ParseError(f"{len(blocks)} 'Serving Benchmark Result' blocks in one run's output; the metric "
+                         f"would be ambiguous: benchmark one configuration per command")
+    if not blocks[0]:
+        raise ParseError("the 'Serving Benchmark Result' block holds no numeric results")
+    return blocks[0]
+
+
+_ONE_BATCH_LINES = [
+    (re.compile(rf"Prefill\. latency:\s*({_NUMBER}) s, throughput:\s*({_NUMBER}) token/s"), "prefill"),
+    (re.compile(rf"Decode\.\s+median latency:\s*({_NUMBER}) s, median throughput:\s*({_NUMBER}) token/s"),
+     "decode_median"),
+    (re.compile(rf"Total\. latency:\s*({_NUMBER}) s, throughput:\s*({_NUMBER}) token/s"), "total"),
+]
+
+
+def parse_one_batch_result(text: str) -> dict[str, Metric]:
+    """The metrics sglang's bench_one_batch prints after "Benchmark ...".
+
+    The same lines appear earlier, after "Warmup ...", with warmup timings; only the
+    lines after "Benchmark ..." are the measurement.
+    """
+    lines = text.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == "Benchmark ...")
+    except StopIteration:
+        raise ParseError("no 'Benchmark ...' line in the output (bench_one_batch prints it after its "
+                         "warmup); did the model load?") from None
+    found: dict[str, Metric] = {}
+    prefill_lines = 0
+    for line in lines[start + 1:]:
+        for pattern, stage in _ONE_BATCH_LINES:
+            m = pattern.search(line)
+            if m:
+                prefill_lines += stage == "prefill"
+                found[f"{stage}_latency_s"] = Metric(float(m.group(1)), "s")
+                found[f"{stage}_throughput"] = Metric(float(m.group(2)), "token/s")
+    if prefill_lines > 1:
+        raise ParseError(f"{prefill_lines} configurations after 'Benchmark ...' (a sweep of batch sizes or "
+                         f"lengths); the metric would be ambiguous: give one --batch-size, --input-len and "
+                         f"--output-len per command")
+    if not found:
+        raise ParseError("no 'Prefill.', 'Decode.' or 'Total.' result lines after 'Benchmark ...'")
+    return found
+
+
+def parse_json_key(text: str, key: str) -> float:
+    """The number under `key` (dots for nesting: "metrics.output_throughput") in JSON output.
+
+    JSON-lines output is read from the last line backwards, so the newest record of an
+    appended results file wins; output that is one JSON document is read as a whole.
+    """
+    docs: list[object] = []
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                docs.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    if not docs:
+        try:
+            docs.append(json.loads(text))
+        except json.JSONDecodeError:
+            raise ParseError("no JSON object in the output (expected JSON lines, or one JSON document)") from None
+    for doc in docs:
+        value = _lookup(doc, key)
+        if value is _MISSING:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ParseError(f"key {key!r} holds {json.dumps(value)[:80]}, not a number")
+        return float(value)
+    raise ParseError(f"no JSON object in the output has the key {key!r}")
+
+
+_MISSING = object()
+
+
+def _lookup(doc: object, key: str) -> object:
+    for part in key.split("."):
+        if not isinstance(doc, dict) or part not in doc:
+            return _MISSING
+        doc = doc[part]
+    return doc
+
+
+def parse_regex(text: str, pattern: str) -> float:
+    """The number the pattern's one capture group matches, at its last match in the output."""
+    matches = list(re.finditer(pattern, text, re.MULTILINE))
+    if not matches:
+        raise ParseError(f"the pattern {pattern!r} matches nothing in the output")
+    captured = matches[-1].group(1)
+    try:
+        return float(captured)
+    except (TypeError, ValueError):
+        raise ParseError(f"the pattern {pattern!r} captured {captured!r}, not a number") from None
+
+
+NAMED_PARSERS: dict[str, Callable[[str], dict[str, Metric]]] = {
+    "sglang_bench_serving": parse_serving_result,
+    "vllm_bench_serve": parse_serving_result,
+    "sglang_bench_one_batch": parse_one_batch_result,
+}
+DEFAULT_METRIC = {
+    "sglang_bench_serving": "output_throughput",
+    "vllm_bench_serve": "output_throughput",
+    "sglang_bench_one_batch": "decode_median_throughput",
+}
+
+
+def read_metric(parser: str, metric: str, text: str) -> Metric:
+    """One metric from one run's output, by parser spec; ParseError when it is not there."""
+    if parser in NAMED_PARSERS:
+        metrics = NAMED_PARSERS[parser](text)
+        if metric not in metrics:
+            raise ParseError(f"no metric {metric!r} in the result; this output has: {', '.join(metrics)}")
+        found = metrics[metric]
+    elif parser.startswith("json:"):
+        found = Metric(parse_json_key(text, parser[len("json:"):]), None)
+    else:
+        found = Metric(parse_regex(text, parser[len("regex:"):]), None)
+    # inf or nan (a benchmark that divided by zero) would make every statistic meaningless.
+    if not math.isfinite(found.value):
+        raise ParseError(f"{metric} is {found.value}, not a finite number")
+    return found
+
+
+def default_metric(parser: str) -> str:
+    if parser in DEFAULT_METRIC:
+        return DEFAULT_METRIC[parser]
+    if parser.startswith("json:"):
+        return parser[len("json:"):]
+    return "value"
+
+
+# --------------------------------------------------------------------------- comparison
+
+_HIGHER_IS_BETTER = re.compile(r"throughput|goodput|per_s|tok_s|tokens_s|accept_length")
+_LOWER_IS_BETTER = re.compile(r"latency|ttft|tpot|itl|e2el|duration|_ms$|_s$|time")
+
+
+def higher_is_better(metric: str, unit: str | None) -> bool | None:
+    """Whether a larger value is an improvement; None when the name does not say."""
+    if (unit or "").endswith("/s") or _HIGHER_IS_BETTER.search(metric):
+        return True
+    if unit in ("ms", "s") or _LOWER_IS_BETTER.search(metric):
+        return False
+    return None
+
+
+def ranges_overlap(a_min: float, a_max: float, b_min: float, b_max: float) -> bool:
+    return a_min <= b_max and b_min <= a_max
+
+
+class BenchComparison(BaseModel):
+    baseline_label: str
+    baseline_median: float
+    baseline_min: float
+    baseline_max: float
+    ratio: float | None  # this median / baseline median; None when the baseline median is 0
+    change_percent: float | None  # (ratio - 1) * 100: the change of the metric itself
+    higher_is_better: bool | None  # None when the metric's name does not say (json/regex)
+    significant: bool
+    verdict: str
+
+
+def compare(label: str, values: list[float], baseline_label: str, baseline: dict,
+            better_when_higher: bool | None) -> BenchComparison:
+    """This label's values against a baseline's, with the significance rule below.
+
+    significant: both sides have at least 2 measured runs and their [min, max] ranges
+    do not overlap (touching counts as overlap). The difference is then larger than
+    the run-to-run spread of either side. One run per side shows no spread, so it can
+    never be called significant.
+    """
+    base_values = [float(v) for v in baseline["values"]]
+    median, base_median = statistics.median(values), statistics.median(base_values)
+    apart = not ranges_overlap(min(values), max(values), min(base_values), max(base_values))
+    enough_runs = len(values) >= 2 and len(base_values) >= 2
+    significant = apart and enough_runs
+    ratio = median / base_median if base_median != 0 else None
+    change = (ratio - 1) * 100 if ratio is not None else None
+
+    if change is None:
+        verdict = f"{baseline_label}'s median is 0; no ratio can be given"
+    elif median == base_median:
+        verdict = f"{label} and {baseline_label} have the same median"
+    else:
+        up = median > base_median
+        word = ("higher" if up else "lower") if better_when_higher is None else (
+            "faster" if up == better_when_higher else "slower")
+        verdict = f"{label} is {abs(change):.1f}% {word} than {baseline_label}"
+    if change is not None and median != base_median:
+        if significant:
+            verdict += " (ranges do not overlap)"
+        elif not enough_runs:
+            verdict += ", but one run on a side shows no spread: not significant (measure with runs >= 2)"
+        else:
+            verdict += ", within the noise (ranges overlap)"
+    return BenchComparison(
+        baseline_label=baseline_label,
+        baseline_median=base_median,
+        baseline_min=min(base_values),
+        baseline_max=max(base_values),
+        ratio=None if ratio is None else round(ratio, 4),
+        change_percent=None if change is None else round(change, 2),
+        higher_is_better=better_when_higher,
+        significant=significant,
+        verdict=verdict,
+    )
+
+
+# --------------------------------------------------------------------------- the tool
+
+
+class RunBenchArgs(StrictArgs):
+    host: str = Field(description="Name of the host to run on, exactly as the session lists it.")
+    command: str = Field(description="The benchmark command (bash syntax), e.g. `python -m sglang.bench_serving "
+                                     "--backend sglang --dataset-name random --num-prompts 200`. The same command "
+                                     "should be used for the labels you compare.")
+    parser: str = Field(description=(
+        "How to read the metric from each run's stdout (stderr when stdout has none): "
+        "'sglang_bench_serving' (python -m sglang.bench_serving), 'vllm_bench_serve' (vllm bench serve), "
+        "'sglang_bench_one_batch' (python -m sglang.bench_one_batch; the lines after 'Benchmark ...'), "
+        "'json:KEY' (JSON-lines output; the last line with KEY; dots for nested keys), or "
+        "'regex:PATTERN' (a Python regex with exactly one capture group; its last match)."))
+    metric: str | None = Field(None, description=(
+        "Which metric to measure. sglang_bench_serving and vllm_bench_serve (default output_throughput): "
+        f"{SERVING_METRICS_DOC}. sglang_bench_one_batch (default decode_median_throughput): "
+        f"{ONE_BATCH_METRICS_DOC}. For json:KEY and regex:PATTERN it is only the name the value is reported "
+        "under (default KEY, or 'value')."))
+    runs: int = Field(3, ge=1, le=20, description="Measured runs, 1 to 20. Use at least 2 (3 is better) so a "
+                                                  "comparison can tell a change from noise.")
+    warmup: int = Field(1, ge=0, le=5, description="Runs before the measured ones whose values are not counted "
+                                                   "(caches, CUDA graphs, JIT), 0 to 5.")
+    label: str = Field(min_length=1, max_length=64, description="Name to keep this result under, e.g. 'before' or "
+                                                                "'after'. A label used again is replaced.")
+    compare_to: str | None = Field(None, description="Label of an earlier result of this session to compare "
+                                                     "with (same parser and metric), e.g. 'before'.")
+    timeout: float = Field(1800, gt=0, le=86_400, description="Wall-clock seconds per run before it is killed.")
+    env: dict[str, str] | None = Field(None, description="Extra environment variables for the command.")
+    cwd: str | None = Field(None, description="Directory to run in (default: the user's home directory).")
+
+    @field_validator("command")
+    @classmethod
+    def _not_blank(cls, command: str) -> str:
+        if not command.strip():
+            raise ValueError("command is empty")
+        return command
+
+    @field_validator("parser")
+    @classmethod
+    def _known_parser(cls, parser: str) -> str:
+        if parser in NAMED_PARSERS:
+            return parser
+        if parser.startswith("json:"):
+            if not parser[len("json:"):].strip():
+                raise ValueError("json: needs a key, e.g. 'json:output_throughput'")
+            return parser
+        if parser.startswith("regex:"):
+            try:
+                groups = re.compile(parser[len("regex:"):]).groups
+            except re.error as e:
+                raise ValueError(f"the regex does not compile: {e}") from None
+            if groups != 1:
+                raise ValueError(f"the regex must have exactly one capture group, it has {groups}")
+            return parser
+        raise ValueError(f"unknown parser {parser!r}; use one of {', '.join(NAMED_PARSERS)}, 'json:KEY' "
+                         f"or 'regex:PATTERN'")
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str] | None) -> dict[str, str] | None:
+        try:
+            check_env_names(env or {})
+        except HostError as e:
+            raise ValueError(str(e)) from None
+        return env
+
+
+class RunBenchResult(BaseModel):
+    host: str
+    command: str
+    label: str
+    parser: str
+    metric: str
+    unit: str | None
+    values: list[float]  # one per measured run, in order
+    median: float
+    min: float
+    max: float
+    spread: float  # max - min
+    relative_spread: float | None  # spread / median; None when the median is 0
+    durations_s: list[float]  # wall-clock seconds of each measured run
+    warmup_values: list[float] = Field(default_factory=list)  # read from the warmup runs, not counted
+    comparison: BenchComparison | None = None
+    artifacts: list[str] = Field(default_factory=list)  # whole output of every run, warmups first
+    output_tail: str = ""  # the end of the last run's output
+
+
+class RunBench(Tool):
+    """Run a benchmark command several times and measure one metric, to compare before and after a change.
+
+    Runs `warmup` unmeasured runs, then `runs` measured ones, one after the other, and
+    reads the metric from each with the named `parser`. Returns every value, the
+    median, min, max and spread, and keeps the result under `label` for this session.
+
+    To prove an upgrade helped: measure with label 'before', make the change, then run
+    the same command with label 'after' and compare_to 'before'. The comparison gives
+    the ratio of the medians and `significant`: true only when both sides had at least
+    2 runs and their [min, max] ranges do not overlap, i.e. the difference is larger
+    than the run-to-run spread. A change within the spread is noise, not a result.
+
+    The known benchmark entry points of sglang and vllm (and the project's bench
+    scripts) count as read-only; any other command is judged like an ssh_exec command.
+    A run that fails (non-zero exit, timeout) or whose output lacks the metric stops
+    the tool with the exit code and the end of its output: read it, it usually says
+    what is wrong (e.g. a PyTorch build that does not match the CUDA toolkit). The
+    server being benchmarked must already be running; this tool does not start it.
+    """
+
+    name = "run_bench"
+    Args = RunBenchArgs
+    Result = RunBenchResult
+
+    def action(self, args: RunBenchArgs) -> Action:
+        # risk None and facts["workload"]: the gate classifies the subject as a benchmark
+        # workload, where the entry points of sglang and vllm are read-only.
+        return Action(host=args.host, subject=bench_subject(args), risk=None,
+                      facts={"workload": True, "command": args.command, "parser": args.parser,
+                             "label": args.label})
+
+    def run(self, ctx: ToolContext, args: RunBenchArgs) -> RunBenchResult:
+        metric = args.metric or default_metric(args.parser)
+        labels: dict[str, dict] = ctx.store.setdefault(STORE_KEY, {})
+        baseline = self._baseline(labels, args, metric)  # checked first: a bad label must not cost a benchmark
+
+        try:
+            host = ctx.hosts.get(args.host)
+        except HostError as e:
+            raise ToolError(str(e)) from None
+
+        artifacts: list[str] = []
+        warmup_values: list[float] = []
+        values: list[float] = []
+        durations: list[float] = []
+        unit: str | None = None
+        schedule = [("warmup", i, args.warmup) for i in range(1, args.warmup + 1)] + \
+                   [("run", i, args.runs) for i in range(1, args.runs + 1)]
+        for kind, i, of in schedule:
+            what = f"{'warmup ' if kind == 'warmup' else ''}run {i} of {of}"
+            if ctx.cancel.is_set():
+                raise ToolError(f"cancelled by the operator before {what}; measured so far: {values or 'nothing'}")
+            last = self._run_once(ctx, host, args, what)
+            saved = ctx.artifacts.save(f"{ctx.call_id}-{kind}{i}.txt", ctx.redact(_whole_output(args, last)))
+            if saved:
+                artifacts.append(saved)
+            self._check_finished(args, last, what, saved)
+            found = _read_run_metric(args.parser, metric, last, what, saved)
+            unit = found.unit
+            if kind == "warmup":
+                warmup_values.append(found.value)
+                ctx.emit("progress", {"warmup": i, "of": of, "value": found.value})
+            else:
+                values.append(found.value)
+                durations.append(round(last.duration_s, 3))
+                ctx.emit("progress", {"run": i, "of": of, "value": found.value})
+
+        median = statistics.median(values)
+        spread = round(max(values) - min(values), 9)  # 89.9 - 89.1 is 0.8000000000000114 in floats
+        comparison = None
+        if baseline is not None:
+            comparison = compare(args.label, values, args.compare_to, baseline, higher_is_better(metric, unit))
+        result = RunBenchResult(
+            host=args.host, command=bench_subject(args), label=args.label, parser=args.parser, metric=metric,
+            unit=unit, values=values, median=median, min=min(values), max=max(values), spread=spread,
+            relative_spread=round(spread / abs(median), 4) if median else None, durations_s=durations,
+            warmup_values=warmup_values, comparison=comparison, artifacts=artifacts,
+            output_tail=ctx.redact(_tail(last.stdout if last.stdout.strip() else last.stderr)),
+        )
+        labels[args.label] = result.model_dump(mode="json")
+        return result
+
+    def render(self, result: RunBenchResult) -> str:
+        unit = f" ({result.unit})" if result.unit else ""
+        lines = [
+            f"{result.label}: {result.metric}{unit} on {result.host}, {len(result.values)} measured run(s)"
+            + (f" after {len(result.warmup_values)} warmup" if result.warmup_values else ""),
+            f"values: {', '.join(_num(v) for v in result.values)}",
+            f"median {_num(result.median)}, min {_num(result.min)}, max {_num(result.max)}, spread "
+            f"{_num(result.spread)}" + (f" ({result.relative_spread * 100:.1f}% of the median)"
+                                        if result.relative_spread is not None else ""),
+            f"run durations (s): {', '.join(f'{d:.1f}' for d in result.durations_s)}",
+        ]
+        c = result.comparison
+        if c is not None:
+            ratio = "n/a" if c.ratio is None else f"{c.ratio:.4f} ({c.change_percent:+.2f}%)"
+            lines += [
+                f"against {c.baseline_label}: median {_num(c.baseline_median)} (min {_num(c.baseline_min)}, "
+                f"max {_num(c.baseline_max)}); ratio {ratio}; significant: {'yes' if c.significant else 'no'}",
+                f"verdict: {c.verdict}",
+            ]
+        if result.artifacts:
+            lines.append(f"whole outputs: {', '.join(result.artifacts)}")
+        if result.output_tail:
+            lines.append(f"--- end of the last run's output ---\n{result.output_tail}")
+        return "\n".join(lines)
+
+    # -- steps
+
+    def _baseline(self, labels: dict[str, dict], args: RunBenchArgs, metric: str) -> dict | None:
+        if args.compare_to is None:
+            return None
+        baseline = labels.get(args.compare_to)
+        if baseline is None:
+            have = ", ".join(repr(k) for k in labels) or "none yet"
+            raise ToolError(f"no result labelled {args.compare_to!r} in this session (labels: {have}); "
+                            f"measure it first with label={args.compare_to!r}, or compare to one of those")
+        if baseline["parser"] != args.parser or baseline["metric"] != metric:
+            raise ToolError(
+                f"not comparable: {args.compare_to!r} measured {baseline['metric']} with parser "
+                f"{baseline['parser']}, this call measures {metric} with parser {args.parser}; use the same "
+                f"parser and metric as the baseline")
+        return baseline
+
+    def _run_once(self, ctx: ToolContext, host, args: RunBenchArgs, what: str) -> CommandResult:
+        forward = _OutputForwarder(ctx)
+        try:
+            r = host.run(args.command, timeout=args.timeout, cwd=args.cwd, env=args.env, on_output=forward,
+                         cancel=ctx.cancel)
+        except HostError as e:
+            raise ToolError(f"{what}: {e}") from None
+        forward.flush()
+        return r
+
+    def _check_finished(self, args: RunBenchArgs, r: CommandResult, what: str, artifact: str | None) -> None:
+        if r.cancelled:
+            raise ToolError(f"cancelled by the operator during {what}; the command was killed")
+        if r.timed_out:
+            raise ToolError(f"{what} timed out after {args.timeout:g}s and was killed; raise `timeout` if the "
+                            f"benchmark needs longer, or make it smaller.{_failure_tail(r, artifact)}")
+        if r.connection_lost:
+            raise ToolError(f"{what}: the connection was lost while it ran; it was not run again."
+                            f"{_failure_tail(r, artifact)}")
+        if r.exit_code != 0:
+            hint = f"\nhint: {r.hint}" if r.hint else ""
+            raise ToolError(f"{what} failed with exit code {r.exit_code} after {r.duration_s:.1f}s: "
+                            f"{args.command}{hint}{_failure_tail(r, artifact)}")
+
+
+def _read_run_metric(parser: str, metric: str, r: CommandResult, what: str, artifact: str | None) -> Metric:
+    """The metric from stdout, or from stderr when stdout lacks it (some scripts log their results)."""
+    streams = [text for text in (r.stdout, r.stderr) if text.strip()]
+    first: ParseError | None = None
+    for text in streams:
+        try:
+            return read_metric(parser, metric, text)
+        except ParseError as e:
+            first = first or e
+    reason = first or "the command printed nothing"
+    raise ToolError(f"{what}: parser {parser} found no {metric} in the output (exit code {r.exit_code}): "
+                    f"{reason}{_failure_tail(r, artifact)}")
+
+
+def bench_subject(args: RunBenchArgs) -> str:
+    """The command as the gate classifies it and an approval binds to: env as K=V, cwd as `cd DIR &&`."""
+    subject = args.command
+    if args.env:
+        subject = " ".join(f"{k}={shlex.quote(v)}" for k, v in args.env.items()) + " " + subject
+    if args.cwd is not None:
+        subject = f"cd {shlex.quote(args.cwd)} && {subject}"
+    return subject
+
+
+TAIL_LINES = 30
+TAIL_CHARS = 3000
+
+
+def _tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
+    """The last lines of an output, for the model; progress bars' carriage returns keep only the last update."""
+    kept = [line.rsplit("\r", 1)[-1].rstrip() for line in text.rstrip().splitlines()[-lines:]]
+    out = "\n".join(kept)
+    if len(out) > chars:
+        out = "[...]" + out[-chars:]
+    return out
+
+
+def _failure_tail(r: CommandResult, artifact: str | None) -> str:
+    parts = []
+    for stream, text in (("stderr", r.stderr), ("stdout", r.stdout)):
+        parts.append(f"\n--- {stream} (end) ---\n{_tail(text)}" if text.strip() else f"\n--- {stream}: empty ---")
+    if artifact:
+        parts.append(f"\nwhole output: {artifact}")
+    return "".join(parts)
+
+
+def _whole_output(args: RunBenchArgs, r: CommandResult) -> str:
+    status = ("cancelled" if r.cancelled else "timed out" if r.timed_out else
+              "connection lost" if r.connection_lost else f"exit code {r.exit_code}")
+    return (f"$ {bench_subject(args)}\n# host {args.host}, {status}, {r.duration_s:.3f}s\n"
+            f"--- stdout ---\n{r.stdout}\n--- stderr ---\n{r.stderr}")
+
+
+def _num(v: float) -> str:
+    return f"{v:.6g}" if math.isfinite(v) else str(v)
+
+
+class _OutputForwarder:
+    """Live output to listeners as text; multi-byte characters split between chunks stay whole."""
+
+    def __init__(self, ctx: ToolContext):
+        self.ctx = ctx
+        self.decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
+
+    def __call__(self, stream: str, chunk: bytes) -> None:
+        text = self.decoders[stream].decode(chunk)
+        if text:
+            self.ctx.emit("output", {"stream": stream, "text": text})
+
+    def flush(self) -> None:
+        for stream, decoder in self.decoders.items():
+            text = decoder.decode(b"", final=True)
+            if text:
+                self.ctx.emit("output", {"stream": stream, "text": text})
