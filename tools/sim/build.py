@@ -144,6 +144,8 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, free_space_mb: 
     host_state.save(root, st)
     sim_runfile.write_proc_version(root, st)
     _write_command(root / "usr" / "bin" / "nvidia-smi", python, "simhost.smi")
+    _write_command(root / "usr" / "bin" / "df", python, "simhost.disk", "df_main")
+    _write_command(root / "usr" / "bin" / "lsmod", python, "simhost.disk", "lsmod_main")
     for key in toolkits:
         toolkit.install(root / "usr" / "local" / f"cuda-{toolkit.RELEASES[key].short}", toolkit.RELEASES[key],
                         python, man_dir=root / "usr" / "share" / "man")
@@ -151,8 +153,14 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, free_space_mb: 
         (root / "usr" / "local" / "cuda").symlink_to(root / "usr" / "local" / f"cuda-{toolkit.RELEASES[toolkits[0]].short}")
     wheels.copy_indexes(cache.pypi, root / "srv" / "pypi")
     venv_dir = host_state.host_path(root, VENV_DIR)
+    # The machine's own pip configuration: its PyPI is the sim's index, its cache lies inside the
+    # root, and options that the computer running the sim may set globally (extra indexes, find-links,
+    # constraints) are cleared so every sim resolves the same packages.
     pip_conf = ("[global]\n"
                 f"index-url = {(root / 'srv' / 'pypi' / 'simple').as_uri()}\n"
+                "extra-index-url =\n"
+                "find-links =\n"
+                "constraint =\n"
                 f"cache-dir = {root / 'root' / '.cache' / 'pip'}\n"
                 "disable-pip-version-check = true\n")
     sim_venv.copy(cache.venv, cache.venv_origin, venv_dir, pip_conf)
@@ -169,11 +177,11 @@ while not os.path.isfile(os.path.join(root, ".sim", "state.json")):
     root = os.path.dirname(root)
 sys.path.insert(0, os.path.join(root, ".sim", "lib"))
 from pathlib import Path
-from {module} import main
-sys.exit(main(sys.argv[1:], Path(root)))
+from {module} import {function}
+sys.exit({function}(sys.argv[1:], Path(root)))
 """
 
 
-def _write_command(path: Path, python: str, module: str) -> None:
-    path.write_text(_COMMAND.format(python=python, name=path.name, module=module))
+def _write_command(path: Path, python: str, module: str, function: str = "main") -> None:
+    path.write_text(_COMMAND.format(python=python, name=path.name, module=module, function=function))
     path.chmod(0o755)

@@ -301,7 +301,7 @@ def _gpu_sections(st: dict, g: dict):
         _kv(1, "Minor Number", str(g["index"])),
         _kv(1, "VBIOS Version", g["vbios"]),
         _kv(1, "MultiGPU Board", "No"),
-        _kv(1, "Board ID", "0x" + g["bus_id"].split(":")[1].lower() + "00"),
+        _kv(1, "Board ID", hex(int(g["bus_id"].split(":")[1], 16) << 8)),
         _kv(1, "Board Part Number", "900-5G144-2200-000"),
         _kv(1, "GPU Part Number", g["part_number"]),
         _kv(1, "GSP Firmware Version", drv["version"]),
