@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tools.hosts import HostSpec, LocalHost
-from tools.sim import build_sim
+from tools.sim import Sim, build_sim
 
 DATA = Path(__file__).parent / "data" / "sim"
 REPO = Path(__file__).resolve().parents[1]
@@ -549,6 +549,13 @@ def test_build_command_prints_the_host_spec(tmp_path):
     assert spec.name == "sim" and spec.transport == "local" and spec.sysroot == str(tmp_path / "cli-box")
     assert "Driver Version: 590.48.01" in LocalHost(spec).run("nvidia-smi").stdout
     assert build_sim.__doc__ and dataclasses.is_dataclass(spec)
+
+
+def test_open_an_existing_sim(sim, tmp_path):
+    again = Sim.open(sim.root)
+    assert again == sim
+    with pytest.raises(FileNotFoundError):
+        Sim.open(tmp_path)
 
 
 def test_build_refuses_a_directory_in_use(tmp_path):

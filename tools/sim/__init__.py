@@ -23,7 +23,7 @@ the same commands work through the local transport and over SSH with only PATH s
 from __future__ import annotations
 
 import hashlib
-import time
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +63,15 @@ class Sim:
     bin_dir: Path
     index_urls: dict[str, str]
     runfiles: dict[str, RunfileInfo]
+
+    @classmethod
+    def open(cls, root: Path) -> "Sim":
+        """The sim already built at `root` (by build_sim or `python -m tools.sim build`)."""
+        root = Path(root).absolute()
+        if _state.find_root(root) != Path(os.path.realpath(root)):
+            raise FileNotFoundError(f"{root} is not the root of a simulated GPU host (no .sim/state.json)")
+        return cls(root=root, python=str(root / "opt" / "venv" / "bin" / "python"), bin_dir=root / "usr" / "bin",
+                   index_urls=_index_urls(root), runfiles={key: _runfile_info(root, key) for key in RELEASES})
 
     def host_spec(self, name: str = "sim", transport: str = "local", target: str | None = None) -> HostSpec:
         return HostSpec(
@@ -117,33 +126,40 @@ def build_sim(root: Path, *, gpus: int = 8, free_space_mb: dict[str, int] | None
     cache = _build.ensure_cache(python, cache_dir)
     _build.lay_out(root, cache, python, gpus=gpus, free_space_mb=free_space_mb, driver_version=driver_version,
                    smi_version=smi_version, gcc=gcc, toolkits=tuple(toolkits), bench_noise=bench_noise)
-    return Sim(
-        root=root,
-        python=str(root / "opt" / "venv" / "bin" / "python"),
-        bin_dir=root / "usr" / "bin",
-        index_urls={name.replace("simple-", "") if name != "simple" else "pypi": (root / "srv" / "pypi" / name).as_uri()
-                    for name in ("simple", "simple-cu128", "simple-cu130")},
-        runfiles={key: _publish_runfile(root, key, python) for key in RELEASES},
-    )
+    for key in RELEASES:
+        _publish_runfile(root, key, python)
+    return Sim.open(root)
 
 
-def _publish_runfile(root: Path, key: str, python: str) -> RunfileInfo:
+def _index_urls(root: Path) -> dict[str, str]:
+    """{"pypi": the default index, "cu128": ..., "cu130": ...} as file:// URLs pip accepts."""
+    base = root / "srv" / "pypi"
+    return {"pypi": (base / "simple").as_uri(), "cu128": (base / "simple-cu128").as_uri(),
+            "cu130": (base / "simple-cu130").as_uri()}
+
+
+def _release_dir(root: Path, key: str) -> Path:
+    return root / "srv" / "nvidia" / "compute" / "cuda" / RELEASES[key].version
+
+
+def _publish_runfile(root: Path, key: str, python: str) -> None:
     r = RELEASES[key]
-    base = root / "srv" / "nvidia" / "compute" / "cuda" / r.version
-    path = _build.write_runfile(base / "local_installers", key, python, root)
+    path = _build.write_runfile(_release_dir(root, key) / "local_installers", key, python, root)
     data = path.read_bytes()
-    md5, sha256 = hashlib.md5(data).hexdigest(), hashlib.sha256(data).hexdigest()
-    sidebar = base / "docs" / "sidebar"
+    sidebar = _release_dir(root, key) / "docs" / "sidebar"
     sidebar.mkdir(parents=True, exist_ok=True)
     # NVIDIA publishes one md5sum.txt per release listing every installer of it.
-    (sidebar / "md5sum.txt").write_text(f"{md5}  {r.runfile_name}\n")
-    (sidebar / "sha256sum.txt").write_text(f"{sha256}  {r.runfile_name}\n")
-    return RunfileInfo(version=r.version, path=path, url=path.as_uri(), md5=md5, sha256=sha256, size=len(data),
-                       driver_version=r.driver, md5sum_url=(sidebar / "md5sum.txt").as_uri(),
+    (sidebar / "md5sum.txt").write_text(f"{hashlib.md5(data).hexdigest()}  {r.runfile_name}\n")
+    (sidebar / "sha256sum.txt").write_text(f"{hashlib.sha256(data).hexdigest()}  {r.runfile_name}\n")
+
+
+def _runfile_info(root: Path, key: str) -> RunfileInfo:
+    r = RELEASES[key]
+    path = _release_dir(root, key) / "local_installers" / r.runfile_name
+    sidebar = _release_dir(root, key) / "docs" / "sidebar"
+    md5 = (sidebar / "md5sum.txt").read_text().split()[0]
+    sha256 = (sidebar / "sha256sum.txt").read_text().split()[0]
+    return RunfileInfo(version=r.version, path=path, url=path.as_uri(), md5=md5, sha256=sha256,
+                       size=path.stat().st_size, driver_version=r.driver, md5sum_url=(sidebar / "md5sum.txt").as_uri(),
                        sha256sum_url=(sidebar / "sha256sum.txt").as_uri())
 
-
-def timed_build(root: Path, **kwargs) -> tuple[Sim, float]:
-    start = time.monotonic()
-    sim = build_sim(root, **kwargs)
-    return sim, time.monotonic() - start

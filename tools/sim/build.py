@@ -64,7 +64,23 @@ def ensure_cache(python: str, cache_dir: Path | None = None) -> Cache:
         with _locked(home / f"{target.name}.lock"):
             if not (target / "ready").exists():  # another process may have built it meanwhile
                 _build_cache(target, python)
+                _prune(home, keep=target)
+    os.utime(target / "ready")  # marks the cache as in use, so pruning spares it
     return Cache(target, target / "pypi", target / "venv", (target / "venv-origin").read_text())
+
+
+def _prune(home: Path, keep: Path, unused_days: float = 7.0) -> None:
+    """Caches of older sources pile up as the code changes; drop those unused for a week."""
+    import time
+
+    for entry in home.glob("sim-*"):
+        if entry == keep or entry.suffix == ".lock":
+            continue
+        marker = entry / "ready"
+        last = marker.stat().st_mtime if marker.exists() else entry.stat().st_mtime
+        if time.time() - last > unused_days * 86400:
+            shutil.rmtree(entry, ignore_errors=True)
+            (home / f"{entry.name}.lock").unlink(missing_ok=True)
 
 
 def _build_cache(target: Path, python: str) -> None:
