@@ -121,11 +121,15 @@ def test_twenty_commands_share_one_connection_capped_at_max_sessions(host, behav
     assert host.connections_opened == 1
 
 
-def test_pty_on_request_only(host):
+def test_pty_on_request_only(host, behaviour):
     assert host.run("test -t 1 && echo tty || echo notty").stdout == "notty\n"
-    r = host.run("test -t 1 && echo tty || echo notty", pty=True)
-    assert r.stdout.strip() == "tty"
+    r = host.run("test -t 1 && echo tty || echo notty; echo $TERM", pty=True)
+    assert r.stdout.split() == ["tty", "dumb"]
     assert "upgrade-agent" not in r.stdout
+    marker = unique_marker()
+    r = host.run(f"sleep 1000 {marker}", pty=True, timeout=1)
+    assert r.timed_out
+    behaviour.assert_gone(marker)
 
 
 def test_sudo_wanting_a_password_gets_a_hint(ssh_world, sshd, tmp_path):
@@ -183,6 +187,17 @@ def test_sshd_killed_during_a_command_is_reported_and_not_rerun(ssh_world, sshd_
         assert runs.read_text() == "run\n"  # ran exactly once
     finally:
         kill_pids(pids_matching(f"sleep 1000 {marker}"))  # sshd died; its command was left running
+
+
+def test_keepalive_is_sent_on_an_idle_connection(ssh_world, sshd_factory):
+    server = sshd_factory(log_level="DEBUG1")
+    ssh_world.add_host_alias("box", server)
+    host = ssh_world.pool(HostSpec(name="box"), settings=ssh_world.settings(keepalive_s=1)).get("box")
+    host.run("true")
+    deadline = time.monotonic() + 10
+    while "keepalive@lag.net" not in server.log() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "keepalive@lag.net" in server.log()
 
 
 def test_close_ends_every_connection(ssh_world, ssh_host_spec):
@@ -264,6 +279,11 @@ def test_passphrase_key_through_the_agent(ssh_world, sshd_factory, tmp_path, mon
     finally:
         agent.kill()
         agent.wait()
+
+
+def test_stale_agent_socket_falls_back_to_key_files(ssh_world, ssh_host_spec, tmp_path, monkeypatch):
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(tmp_path / "no-agent-here.sock"))
+    assert ssh_world.pool(ssh_host_spec).get("box").run("echo ok").stdout == "ok\n"
 
 
 def test_wrong_key_is_an_auth_error(ssh_world, sshd, tmp_path):

@@ -128,6 +128,9 @@ def test_arguments_are_strict():
         tool.parse_args({"host": "h", "command": "ls", "timeout": 0})
     args = tool.parse_args('{"host": "h", "command": "ls", "timeout": null, "cwd": null, "env": null}')
     assert args.timeout == 600
+    # The strict schema shows env as a list of name/value pairs; they arrive as a mapping.
+    pairs = tool.parse_args({"host": "h", "command": "ls", "env": [{"name": "A", "value": "1"}]})
+    assert pairs.env == {"A": "1"}
     schema = tool.schema()["function"]
     assert schema["name"] == "ssh_exec" and schema["strict"] is True
     assert set(schema["parameters"]["required"]) == {"host", "command", "timeout", "cwd", "env"}

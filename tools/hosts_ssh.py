@@ -62,10 +62,12 @@ MAX_JUMPS = 8
 
 # Runs first in the remote bash: report the process group on stderr (stripped again by us),
 # and make a bare `sudo` non-interactive so it fails instead of waiting for a password.
+# The group is reported only when it is the session's own (group id = session id, as sshd's
+# setsid leaves it), so a kill can never reach a group shared with anything outside the command.
 _PGID_MARK = re.compile(rb"\x1eupgrade-agent pgid (\d+)\x1e\r?\n")
 _PROLOGUE = (
-    "read -r _ _ _ _ __ua_pgid _ </proc/$$/stat 2>/dev/null"
-    " && printf '\\036upgrade-agent pgid %s\\036\\n' \"$__ua_pgid\" >&2; unset __ua_pgid\n"
+    "read -r _ _ _ _ __ua_pg __ua_sid _ </proc/$$/stat 2>/dev/null && [ \"$__ua_pg\" = \"$__ua_sid\" ]"
+    " && printf '\\036upgrade-agent pgid %s\\036\\n' \"$__ua_pg\" >&2; unset __ua_pg __ua_sid\n"
     'sudo() { command sudo -n "$@"; }\n'
 )
 
@@ -228,7 +230,12 @@ class _KeyAuth(AuthStrategy):
         user = self.endpoint.user
         offered: set[str] = set()
         if self.use_agent:
-            self.agent = paramiko.Agent()
+            try:
+                self.agent = paramiko.Agent()
+            except paramiko.SSHException:
+                self.agent = None  # a stale SSH_AUTH_SOCK: go on with key files, as ssh does
+                self.use_agent = False
+        if self.agent is not None:
             wanted = self._configured_public_fingerprints() if self.endpoint.identities_only else None
             for key in self.agent.get_keys():
                 if wanted is not None and key.fingerprint not in wanted:
@@ -718,7 +725,8 @@ class _RemoteRun:
         self.pending += data
         m = _PGID_MARK.search(self.pending)
         if m:
-            self.pgid = int(m.group(1))
+            pgid = int(m.group(1))
+            self.pgid = pgid if pgid > 1 else None  # `kill -- -1` would mean every process we may signal
             rest = bytes(self.pending[: m.start()] + self.pending[m.end():])
             self.pending = None
             if rest:
