@@ -169,12 +169,13 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, free_space_mb: 
         (root / "usr" / "local" / "cuda").symlink_to(root / "usr" / "local" / f"cuda-{toolkit.RELEASES[toolkits[0]].short}")
     wheels.copy_indexes(cache.pypi, root / "srv" / "pypi")
     venv_dir = host_state.host_path(root, VENV_DIR)
-    # The machine's own pip configuration: its PyPI is the sim's index, its cache lies inside the
-    # root, and options that the computer running the sim may set globally (extra indexes, find-links,
-    # constraints) are cleared so every sim resolves the same packages.
+    # The machine's own pip configuration: its PyPI is the sim's index, and, as on a box set up for
+    # PyTorch's cu128 wheels, the cu128 index is an extra index (so a backup knows where +cu128
+    # builds come from). Its cache lies inside the root, and options that the computer running the
+    # sim may set globally (find-links, constraints) are cleared so every sim resolves the same packages.
     pip_conf = ("[global]\n"
                 f"index-url = {(root / 'srv' / 'pypi' / 'simple').as_uri()}\n"
-                "extra-index-url =\n"
+                f"extra-index-url = {(root / 'srv' / 'pypi' / 'simple-cu128').as_uri()}\n"
                 "find-links =\n"
                 "constraint =\n"
                 f"cache-dir = {root / 'root' / '.cache' / 'pip'}\n"
