@@ -113,12 +113,12 @@ def _locked(path: Path):
 _RUNFILE_HEADER = """#!/bin/sh
 # NVIDIA CUDA Toolkit {version} (driver {driver}) runfile of a simulated GPU host.
 # Like a makeself archive, a shell header followed by the installer: here a zip of its Python
-# sources, run by the interpreter recorded when the sim was built. Works with `sh FILE ARGS` and
-# `./FILE ARGS`; the sim root is found from the file's own location.
-SIM_PYTHON='{python}'
-SIM_ROOT='{root}'
-exec "$SIM_PYTHON" -I -S -c 'import sys; sys.path.insert(0, sys.argv[1]); from simhost.runfile import main; sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]))' "$0" "$SIM_ROOT" '{release}' "$@"
-echo "cannot run $SIM_PYTHON" >&2
+# sources. Works with `sh FILE ARGS` and `./FILE ARGS`; the sim root is found from the file's own
+# location. No path of the machine that built it is inside, so the file (and its published
+# checksum) is the same in every sim built from the same sources, as a real runfile is.
+SIM_PYTHON=$(command -v sim-python || command -v python3)
+exec "$SIM_PYTHON" -I -S -c 'import sys; sys.path.insert(0, sys.argv[1]); from simhost.runfile import main; sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]))' "$0" "" '{release}' "$@"
+echo "cannot find a Python interpreter to run this installer" >&2
 exit 1
 """
 
@@ -135,8 +135,7 @@ def _installer_zip() -> bytes:
 
 def write_runfile(directory: Path, release_key: str, python: str, root: Path) -> Path:
     r = toolkit.RELEASES[release_key]
-    header = _RUNFILE_HEADER.format(version=r.version, driver=r.driver, python=python, root=root,
-                                    release=release_key).encode()
+    header = _RUNFILE_HEADER.format(version=r.version, driver=r.driver, release=release_key).encode()
     path = directory / r.runfile_name
     directory.mkdir(parents=True, exist_ok=True)
     # zipimport finds an archive behind any prefix, the way self-extracting archives are read.
@@ -159,6 +158,8 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, free_space_mb: 
                                free_space_mb=free_space_mb, gcc=gcc, python=python, bench_noise=bench_noise)
     host_state.save(root, st)
     sim_runfile.write_proc_version(root, st)
+    # The interpreter the sim's installers run with, by a name of its own on the host's PATH.
+    (root / "usr" / "bin" / "sim-python").symlink_to(python)
     _write_command(root / "usr" / "bin" / "nvidia-smi", python, "simhost.smi")
     _write_command(root / "usr" / "bin" / "df", python, "simhost.disk", "df_main")
     _write_command(root / "usr" / "bin" / "lsmod", python, "simhost.disk", "lsmod_main")

@@ -66,7 +66,11 @@ class _Refused(Exception):
 
 def main(runfile: str, root_hint: str, release_key: str, argv: list[str]) -> int:
     release = toolkit.RELEASES[release_key]
-    root = host_state.find_root(runfile) or host_state.find_root(os.getcwd()) or Path(root_hint)
+    root = host_state.find_root(runfile) or host_state.find_root(os.getcwd()) or (
+        Path(root_hint) if root_hint else None)
+    if root is None:
+        sys.stderr.write("this installer only runs inside a simulated GPU host\n")
+        return EXIT_FAILED
     try:
         opts = parse(argv)
     except _Refused as e:
