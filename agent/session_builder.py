@@ -35,13 +35,15 @@ class Built:
     sims: dict[str, Any] = field(default_factory=dict)  # name -> tools.sim.Sim for simulated hosts
 
 
-def host_spec(entry: HostEntry, sim_dir: Path | None = None) -> tuple[HostSpec, Any]:
-    """A goal file's host entry as a HostSpec; a `sim` entry builds a fresh simulated GPU host."""
+def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) -> tuple[HostSpec, Any]:
+    """A goal file's host entry as a HostSpec; a `sim` entry builds a fresh simulated GPU host
+    (or uses the one given)."""
     if entry.transport == "sim":
-        from tools.sim import build_sim
+        if sim is None:
+            from tools.sim import build_sim
 
-        root = (sim_dir or Path(tempfile.mkdtemp(prefix="upgrade-agent-sim-"))) / entry.name
-        sim = build_sim(root)
+            root = (sim_dir or Path(tempfile.mkdtemp(prefix="upgrade-agent-sim-"))) / entry.name
+            sim = build_sim(root)
         return sim.host_spec(name=entry.name), sim
     spec = HostSpec(name=entry.name, transport=entry.transport, target=entry.target, sysroot=entry.sysroot,
                     path_prefix=list(entry.path_prefix), env=dict(entry.env), python=entry.python,
@@ -88,27 +90,41 @@ def build_session(
     listeners: list | None = None,
     start_info: dict | None = None,
     sim_dir: Path | None = None,
+    sims: dict[str, Any] | None = None,
     secrets: list[str] | None = None,
 ) -> Built:
     from prompts import system_prompt
 
-    specs, sims = [], {}
+    specs, built_sims = [], {}
     for entry in hosts:
-        spec, sim = host_spec(entry, sim_dir)
+        spec, sim = host_spec(entry, sim_dir, (sims or {}).get(entry.name))
         specs.append(spec)
         if sim is not None:
-            sims[entry.name] = sim
+            built_sims[entry.name] = sim
     policy = SafetyPolicy(scope={s.name for s in specs}, mode=mode, approver=approver,
                           authorizations=list(authorizations or []), plan=plan)
     writer = TranscriptWriter(transcript, Redactor(secrets=secrets))
     pool = HostPool(specs)
     info = {"versions": versions(), "host_specs": [_spec_info(s) for s in specs], **(start_info or {})}
     session = Session(model=model, registry=Registry(default_tools()), gate=policy, transcript=writer,
-                      hosts=pool, system_prompt=system_prompt([s.name for s in specs]), budget=budget,
-                      listeners=listeners, start_info=info)
+                      hosts=pool, system_prompt=system_prompt([describe_host(s, built_sims.get(s.name))
+                                                               for s in specs]),
+                      budget=budget, listeners=listeners, start_info=info)
     # Host-layer events (a host key trusted by the operator) belong in the record too.
     pool.on_event = lambda kind, data: session.emit(kind, **data)
-    return Built(session=session, hosts=pool, transcript=transcript, sims=sims)
+    return Built(session=session, hosts=pool, transcript=transcript, sims=built_sims)
+
+
+def describe_host(spec: HostSpec, sim: Any = None) -> str:
+    """One line about a host for the system prompt: its name, and where its system paths lie."""
+    if sim is not None:
+        return (f"{spec.name} (a simulated GPU host: its system paths lie under {spec.sysroot}, e.g. "
+                f"{spec.sys_path('/usr/local/cuda-12.8')}; it has no internet access, so NVIDIA's CUDA archive "
+                f"is mirrored at {spec.sys_path('/srv/nvidia/compute/cuda')}/<version>/ (local_installers/ and "
+                f"docs/sidebar/md5sum.txt, as on developer.download.nvidia.com) and PyTorch's wheel indexes at "
+                f"{sim.index_urls['cu128']} and {sim.index_urls['cu130']}; its venv's python is first on PATH)")
+    where = f", system paths under {spec.sysroot}" if spec.sysroot not in ("", "/") else ""
+    return f"{spec.name} ({spec.transport}{', ' + spec.target if spec.target else ''}{where})"
 
 
 def _spec_info(s: HostSpec) -> dict:
@@ -153,7 +169,6 @@ def exit_code_for(outcome: Outcome, session: Session, checks_ok: bool | None) ->
 
 
 def run_goal(args) -> int:
-    from agent.loop import run_session
     from agent.ui import JsonLines, PlainPrinter
 
     try:
@@ -166,10 +181,38 @@ def run_goal(args) -> int:
     built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,
                           plan=args.plan, budget=goal_budget(goal), transcript=path, listeners=[listener],
                           start_info={"goal": goal.goal, "goal_file": str(args.goal), "command": "run"})
-    outcome = run_session(built.session, goal_message(goal))
+    code = execute_goal(goal, built.session)
     if not args.json:
         print(f"transcript: {path}", file=sys.stderr)
-    return exit_code_for(outcome, built.session, None)
+    return code
+
+
+def execute_goal(goal: Goal, session: Session) -> int:
+    """Run the goal to its end, verify it, record the result, close the session; the exit code."""
+    from agent.checks import capture_final_state, run_checks
+
+    try:
+        outcome = session.send(goal_message(goal))
+    except KeyboardInterrupt:
+        outcome = Outcome("interrupted", "interrupted by the operator")
+    except BaseException as e:
+        session.close("crashed", f"{type(e).__name__}: {e}")
+        raise
+    checks_ok: bool | None = None
+    try:
+        if outcome.status != "interrupted" and not session.gate.plan:
+            capture_final_state(session)
+            checks_ok = run_checks(goal, session) if goal.success else None
+    except KeyboardInterrupt:
+        outcome = Outcome("interrupted", "interrupted by the operator during the final checks")
+    code = exit_code_for(outcome, session, checks_ok)
+    reason = {0: "goal met" if not session.gate.plan else "dry run complete", 3: "a needed step was refused",
+              4: outcome.reason, 130: outcome.reason}.get(code, outcome.reason if outcome.status != "done"
+                                                          else "success checks failed")
+    session.emit("goal_result", met=code == 0 and not session.gate.plan, exit_code=code, reason=reason,
+                 checks_ok=checks_ok)
+    session.close(outcome.status, outcome.reason)
+    return code
 
 
 def exec_one(args) -> int:

@@ -9,4 +9,6 @@ def load(name: str) -> str:
 
 
 def system_prompt(hosts: list[str]) -> str:
-    return load("system").replace("{hosts}", ", ".join(hosts) if hosts else "(none yet)")
+    """The system prompt, with one line per host of the session."""
+    listing = "\n".join(f"- {h}" for h in hosts) if hosts else "(none yet)"
+    return load("system").replace("{hosts}", listing)

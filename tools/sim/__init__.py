@@ -78,7 +78,9 @@ class Sim:
             name=name,
             transport=transport,  # type: ignore[arg-type]
             target=target,
-            path_prefix=[str(self.bin_dir), str(self.root / "usr" / "local" / "cuda" / "bin")],
+            # The venv first, as on a box whose engineers activate it: `python -m pip ...` means it.
+            path_prefix=[str(Path(self.python).parent), str(self.bin_dir),
+                         str(self.root / "usr" / "local" / "cuda" / "bin")],
             sysroot=str(self.root),
             python=self.python,
         )
