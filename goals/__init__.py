@@ -1,0 +1,1 @@
+"""Example goal files; demo.yaml is the one `agent demo` runs."""
