@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "With no command, read commands from stdin, one per line, and print one JSON "
                                    "object per line.")
     p.add_argument("--json", action="store_true")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND")
+    p.add_argument("command", nargs="*", help="the command, after -- (agent exec HOST -- ls -la /usr/local)")
     p.set_defaults(func=cmd_classify)
 
     p = sub.add_parser("exec", help="run one command on a host through the host layer and the safety gate",
@@ -247,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600, help="seconds before the remote process is killed")
     p.add_argument("--trust-host-key", action="append", default=[], metavar="FINGERPRINT")
     p.add_argument("--json", action="store_true")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND")
+    p.add_argument("command", nargs="*", help="the command, after -- (agent exec HOST -- ls -la /usr/local)")
     p.set_defaults(func=cmd_exec)
 
     p = sub.add_parser("demo", help="the seed's CUDA 12.8 -> 13 upgrade on a fresh simulated GPU host")
@@ -261,9 +261,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `agent exec HOST [options] -- CMD...`: everything after the first `--` is the command, taken
+    # whole, so its own dashes are never read as our options (argparse alone mixes them up).
+    after: list[str] | None = None
+    if "--" in argv and argv[:1] and argv[0] in ("exec", "classify"):
+        i = argv.index("--")
+        argv, after = argv[:i], argv[i + 1:]
     args = parser.parse_args(argv)
-    if isinstance(getattr(args, "command", None), list) and args.command[:1] == ["--"]:
-        args.command = args.command[1:]  # `agent exec HOST -- CMD`: the separator is not part of CMD
+    if after is not None:
+        args.command = [*getattr(args, "command", []), *after]
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
