@@ -138,6 +138,21 @@ class Bench:
 
         return one
 
+    def bare_channel_client(self):
+        """The floor: a raw paramiko channel on the pooled connection running a bare `true`
+        (no clean-environment wrapper, no output handling); what any one-channel-per-command
+        client pays for the channel and sshd's session start."""
+        transport = self.pool.get("box").transport
+
+        def one():
+            chan = transport.open_session()
+            chan.exec_command("true")
+            chan.shutdown_write()
+            assert chan.recv_exit_status() == 0
+            chan.close()
+
+        return one
+
     def remote_line(self) -> str:
         return self.pool.get("box").remote_command_line("true")
 
@@ -152,6 +167,7 @@ def measure(n: int, reconnect_n: int, rounds: int) -> dict:
                 "mux_same": (bench.openssh_mux_client(bench.remote_line()), n),
                 "mux_bare": (bench.openssh_mux_client("true"), n),
                 "reconnect": (bench.reconnect_client(), reconnect_n),
+                "bare_channel": (bench.bare_channel_client(), n),
             }
             per_command: dict[str, list[float]] = {name: [] for name in clients}
             for _ in range(rounds):
@@ -165,6 +181,7 @@ def measure(n: int, reconnect_n: int, rounds: int) -> dict:
     mux_same = _median(per_command["mux_same"]) * n
     mux_bare = _median(per_command["mux_bare"]) * n
     reconnect = _median(per_command["reconnect"]) * n
+    bare_channel = _median(per_command["bare_channel"]) * n
     sleep_wall = _median(sleeps)
     return {
         "machine": {
@@ -174,6 +191,7 @@ def measure(n: int, reconnect_n: int, rounds: int) -> dict:
             "openssh": subprocess.run(["ssh", "-V"], capture_output=True, text=True).stderr.strip(),
             "platform": platform.platform(),
             "sshd_user": "root" if os.geteuid() == 0 else "unprivileged",
+            "load_average_1m_at_end": round(os.getloadavg()[0], 2),
         },
         "sequential_true": {
             "commands": n,
@@ -181,12 +199,14 @@ def measure(n: int, reconnect_n: int, rounds: int) -> dict:
             "openssh_mux_same_line_s": round(mux_same, 3),
             "openssh_mux_bare_true_s": round(mux_bare, 3),
             "reconnect_each_s": round(reconnect, 3),
+            "paramiko_bare_channel_s": round(bare_channel, 3),
             "reconnect_measured_commands": reconnect_n,
             "rounds": rounds,
             "pooled_ms_per_command": round(pooled / n * 1000, 2),
             "pooled_vs_openssh_mux_same_line": round(pooled / mux_same, 3),
             "pooled_vs_openssh_mux_bare_true": round(pooled / mux_bare, 3),
             "reconnect_vs_pooled": round(reconnect / pooled, 1),
+            "reconnect_vs_bare_channel": round(reconnect / bare_channel, 1),
         },
         "concurrent_sleep_1": {"commands": 8, "wall_s": round(sleep_wall, 3),
                                "wall_s_each_try": [round(x, 3) for x in sleeps]},
@@ -219,6 +239,8 @@ def main() -> None:
           f"pooled/mux = {s['pooled_vs_openssh_mux_bare_true']}x")
     print(f"  paramiko, new connection each      {s['reconnect_each_s']:8.3f} s  "
           f"reconnect/pooled = {s['reconnect_vs_pooled']}x (target >= 20x)")
+    print(f"  paramiko bare channel, bare true   {s['paramiko_bare_channel_s']:8.3f} s  "
+          f"reconnect/bare = {s['reconnect_vs_bare_channel']}x (the floor of one channel per command)")
     print(f"8 concurrent `sleep 1`: {c['wall_s']:.3f} s wall, median of {c['wall_s_each_try']} (target <= 1.15 s)")
     for name, met in figures["targets"].items():
         print(f"  {'met   ' if met else 'MISSED'} {name}")

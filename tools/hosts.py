@@ -149,9 +149,14 @@ def wrap_command(command: str, path: str, env: dict[str, str], cwd: str | None) 
     login shell's rc files exported (BASH_ENV, exported functions such as BASH_FUNC_ls%%,
     SHELLOPTS) would otherwise reach the inner bash and change what runs. Only the user's
     identity is carried over; the rest is PATH, the host's env and the call's env.
+
+    No locale is set, so commands run in the C locale: it exists on every host (C.UTF-8 is
+    missing on older ones, where perl and friends then warn on every call), messages come
+    in English, and it spares each command the locale loading. A host that needs another
+    locale sets LANG in its HostSpec.env.
     """
     check_env_names(env)
-    identity = 'HOME="$HOME" USER="$USER" LOGNAME="$LOGNAME" LANG=C.UTF-8'
+    identity = 'HOME="$HOME" USER="$USER" LOGNAME="$LOGNAME"'
     assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in {"PATH": path, **env}.items())
     # `cd DIR || exit` on a line of its own: with `cd DIR && COMMAND`, a COMMAND of several
     # statements (`a; b`) would run `b` in the wrong directory when the cd fails.
