@@ -192,8 +192,16 @@ class _Analysis:
         self.decoded: str | None = None
         self.depth = 0
         self.certain = True  # False inside branches and loops: an assignment there may not happen
+        # A guess at what might run (a glob or unknown command name): it may only raise the class,
+        # so findings of mutating or below, and allowlist entries, are dropped.
+        self.speculative = False
 
     # -- contexts
+
+    def speculate(self, via: str, decoded: str | None = None) -> "_Analysis":
+        child = self.nested(via, decoded)
+        child.speculative = True
+        return child
 
     def nested(self, via: str | None = None, decoded: str | None = None) -> "_Analysis":
         """A context for an inner command: same findings, its own copy of the variables."""
@@ -218,10 +226,14 @@ class _Analysis:
     # -- recording
 
     def add(self, cls: RiskClass, rule: str, reason: str, *, structural: bool = False, decoded: str | None = None):
+        if self.speculative and cls.rank <= MUTATING.rank:
+            return
         self.findings.append(_Finding(cls, rule, reason, self.via, decoded or self.decoded, structural))
 
     def allow(self, cmd: _Cmd, label: str | None = None, check_globs: bool = True) -> None:
         """The command passed its allowlist check; it stays read-only unless something else says otherwise."""
+        if self.speculative:
+            return
         if "/" in cmd.name and not _trusted_path(cmd.name):
             self.add(
                 MUTATING,
@@ -242,6 +254,8 @@ class _Analysis:
 
     def allow_workload(self, cmd: _Cmd, label: str) -> None:
         """A known benchmark entry point, run by a plain, absolute or ./ interpreter path."""
+        if self.speculative:
+            return
         name = cmd.name
         if "/" in name and not (name.startswith("./") or _trusted_path(name)) or ".." in name.split("/"):
             self.add(MUTATING, "unknown-command", f"`{name}` is an interpreter at an untrusted path")
@@ -285,10 +299,27 @@ class _Analysis:
         data = command.encode("utf-8", "surrogatepass")
         if b"\x00" in data:
             self.add(MUTATING, "nul-byte", "the command contains a NUL byte, where the shell would cut it short")
-        root = self.parse(data)
-        if not any(c.type != "comment" for c in root.named_children):
+        if not any(c.type != "comment" for c in self.parse(data).named_children):
             self.add(MUTATING, "empty-command", "the command is empty, so there is nothing to allow", structural=True)
-        self.analyze_tree(root)
+        self.analyze_source(data)
+
+    def analyze_source(self, data: bytes) -> None:
+        root = self.parse(data)
+        repaired, repaired_root = data, root
+        for _ in range(_MAX_NESTING):
+            offset = _swallowed_newline(repaired_root, repaired)
+            if offset is None:
+                break
+            repaired = repaired[:offset] + b";" + repaired[offset:]
+            repaired_root = self.parse(repaired)
+        if repaired == data:
+            self.analyze_tree(root)
+            return
+        # tree-sitter-bash sometimes folds a line into the command before it, where bash ends the
+        # command at the newline. The repaired text is bash's reading; the parser's own reading
+        # may still only raise the class.
+        self.nested().analyze_tree(repaired_root)
+        self.speculate("the parser's reading").analyze_tree(root)
 
     def parse(self, data: bytes) -> Node:
         with _PARSER_LOCK:
@@ -306,15 +337,24 @@ class _Analysis:
                 f"bash cannot parse the command cleanly{near}, so not every part of it can be accounted for",
                 structural=True,
             )
+            self._unparsed_fallback(root)
         self.visit(root)
+
+    def _unparsed_fallback(self, root: Node) -> None:
+        """Text the parser rejects may still run (`{rm,-rf,/}` is valid bash): split it the simple way
+        and let what it would run raise the class."""
+        for error in _error_nodes(root):
+            for words in _rough_commands(_text(error)):
+                args = [Arg(w) for word in words for w in _expand_braces(word)]
+                if args:
+                    self.speculate("unparsed text", _join(args)).run_words(args, None)
 
     def inner_source(self, text: str, via: str) -> None:
         """Shell code given as a string (`bash -c`, `eval`, decoded base64): parse and classify it too."""
         if self.depth >= _MAX_NESTING:
             self.add(FORBIDDEN, "too-deep", f"commands nested more than {_MAX_NESTING} levels deep are refused")
             return
-        child = self.nested(via, decoded=text)
-        child.analyze_tree(child.parse(text.encode("utf-8", "surrogatepass")))
+        self.nested(via, decoded=text).analyze_source(text.encode("utf-8", "surrogatepass"))
 
     def inner_words(self, args: list[Arg], via: str, stdin: _Stdin | None = None) -> None:
         """A command given as separate words (`sudo CMD ARGS`): classify it as if typed alone."""
@@ -565,9 +605,10 @@ class _Analysis:
                 scope._visit_redirected_statement(stage, incoming, head=True)
             else:
                 scope.visit(stage, incoming)
-            data = self._simulate(stage, incoming.data if incoming is not None else None)
-            download = download or self._has_downloader(stage)
-            producers.append(self._stage_label(stage))
+            if index + 1 < len(stages):  # what flows on only matters to a next stage
+                data = self._simulate(stage, incoming.data if incoming is not None else None)
+                download = download or self._has_downloader(stage)
+                producers.append(self._stage_label(stage))
 
     def _redirects(self, redirects: list[Node], stdin: _Stdin | None) -> _Stdin | None:
         for redirect in redirects:
@@ -587,6 +628,15 @@ class _Analysis:
         if operator in (">&", "<&") and (destination.type == "number" or _text(destination) == "-"):
             return stdin  # `2>&1`: duplicating a descriptor
         targets = [a for alternative in self.expand(destination) for a in alternative]
+        if any((t.text or "").startswith(("/dev/tcp/", "/dev/udp/")) for t in targets):
+            self.add(
+                DESTRUCTIVE,
+                "redirect:network",
+                f"`{_excerpt(node)}` connects the command to the network through bash's /dev/tcp",
+            )
+            if operator in ("<", "<&", "<>"):
+                return _Stdin("pipe", None, download=True, source=_excerpt(destination))
+            return stdin
         if operator in ("<", "<&"):
             substitution = _first_descendant(destination, "process_substitution")
             if substitution is not None:
@@ -670,7 +720,6 @@ class _Analysis:
         stdin = self._redirects(redirects, stdin)
         if not words:
             return
-        expanded = [self.expand(w) for w in words]
         name_node = words[0]
         dynamic = _has_expansion(name_node)
         if dynamic:
@@ -681,13 +730,33 @@ class _Analysis:
                 "see for sure what runs",
                 structural=True,
             )
+        expanded = [self.expand(w) for w in words]
         for args in _combine(expanded):
-            if not args or args[0].text is None:
+            if not args:
                 continue
-            if dynamic:
+            if args[0].text is None:
+                self._unknown_program(args, stdin, _excerpt(name_node))
+            elif dynamic:
                 self.nested(f"{_excerpt(name_node)} = {args[0].text}", decoded=_join(args)).run_words(args, stdin)
             else:
                 self.run_words(args, stdin)
+
+    def _unknown_program(self, args: list[Arg], stdin: _Stdin | None, shown: str) -> None:
+        """A command name known only at run time: guess what it could be, only to raise the class."""
+        if self.speculative:
+            return  # one level of guessing: guesses inside guesses multiply without bound
+        texts = [a.text for a in args]
+        if len(args) > 1 and texts[1] is not None and not (texts[1] or "").startswith("-"):
+            # `$SUDO rm -rf /`: it may be a wrapper
+            self.speculate(f"`{shown}` if it wraps a command", _join(args[1:])).run_words(args[1:], stdin)
+        if "-c" in texts and texts.index("-c") + 1 < len(texts):
+            code = args[texts.index("-c") + 1]
+            if code.text is not None:  # `$SHELL -c '...'`
+                self.speculate(f"`{shown}` if it is a shell").inner_source(code.text, f"{shown} -c")
+        if stdin is not None and stdin.data is not None:
+            self.speculate(f"`{shown}` if it is a shell").code_text(
+                stdin.data.decode("utf-8", "replace"), "sh", f"| {shown}"
+            )
 
     def _prefix_assignment(self, node: Node) -> None:
         name_node = node.child_by_field_name("name")
@@ -707,6 +776,8 @@ class _Analysis:
         if name is None:
             return
         prog = posixpath.basename(name) if "/" in name else name
+        if args[0].pattern:
+            self._glob_program(name, prog, args, stdin)
         cmd = _Cmd(name, prog, list(args[1:]), stdin)
         handler = _handler_for(prog)
         if handler is not None:
@@ -717,6 +788,20 @@ class _Analysis:
                 "unknown-command",
                 f"`{name}` is not on the read-only allowlist, and the classifier does not know what it changes",
             )
+
+    def _glob_program(self, name: str, prog: str, args: list[Arg], stdin: _Stdin | None) -> None:
+        """`/bin/r? -rf /`: the program is whichever file the pattern matches; try the known ones."""
+        self.add(
+            MUTATING,
+            "dynamic-command",
+            f"the command name `{name}` is a glob pattern, so what runs depends on the files present",
+            structural=True,
+        )
+        if self.speculative:
+            return  # one level of guessing: guesses inside guesses multiply without bound
+        for candidate in sorted(k for k in _HANDLERS if fnmatch.fnmatchcase(k, prog))[:_MAX_ALTERNATIVES]:
+            guess = [Arg(candidate)] + args[1:]
+            self.speculate(f"`{name}` matching {candidate}", _join(guess)).run_words(guess, stdin)
 
     # -- words
 
@@ -801,7 +886,7 @@ class _Analysis:
         if any(s.text is None for s in segments):
             return [Arg(None, node=node)]
         if not split:
-            return [_arg_from(list(segments), node)]
+            return [_arg_from(list(segments), node, braces=False)[0]]
         separators = self._ifs()
         fields: list[list[_Seg]] = []
         current: list[_Seg] = []
@@ -820,7 +905,7 @@ class _Analysis:
                     started = True
         if started:
             fields.append(current)
-        return [_arg_from(f, node) for f in fields]
+        return [arg for f in fields for arg in _arg_from(f, node)]
 
     def _ifs(self) -> str:
         values = self.vars.get("IFS")
@@ -874,8 +959,10 @@ class _Analysis:
                     data = None
                 elif descriptor is None or _text(descriptor) != "2":
                     return None  # stdout goes elsewhere
+        if not words or posixpath.basename(self.literal(words[0]) or "") not in _FILTERS:
+            return None
         texts = [self.literal(w) for w in words]
-        if not texts or any(t is None for t in texts):
+        if any(t is None for t in texts):
             return None
         return _run_filter(texts, data)  # type: ignore[arg-type]
 
@@ -903,7 +990,10 @@ class _Analysis:
                         words.append(child.named_children[0] if child.named_child_count else child)
                     elif child.type in _WORD_TYPES:
                         words.append(child)
-                if _innermost_prog([Arg(self.literal(w)) for w in words]) in _DOWNLOADERS:
+                name = posixpath.basename(self.literal(words[0]) or "") if words else ""
+                if name in _DOWNLOADERS or (
+                    name in _WRAPPER_PARSERS and _innermost_prog([Arg(self.literal(w)) for w in words]) in _DOWNLOADERS
+                ):
                     return True
             pending.extend(current.named_children)
         return False
@@ -941,6 +1031,45 @@ def _inner_text(node: Node) -> str:
     return text
 
 
+# Constructs inside which bash never accepts an unescaped newline between two parts.
+_ONE_LINE_TYPES = frozenset(
+    {"command", "pipeline", "list", "redirected_statement", "declaration_command", "unset_command", "file_redirect",
+     "herestring_redirect", "variable_assignment", "concatenation", "negated_command"}
+)
+
+
+def _swallowed_newline(root: Node, data: bytes) -> int | None:
+    """Offset of a newline the parser folded into one command, or None. Two grammar bugs do it:
+    `a | b | c` NL `d | e && f` comes out as `c d`, and `ls` NL `\\rm x` gives ls a newline-led argument.
+    A newline right after `|`, `&&` or `||`, or escaped by a backslash, is a continuation."""
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        if node.type in ("word", "number", "extglob_pattern", "regex"):
+            position = _unescaped_newline(data[node.start_byte: node.end_byte])
+            if position is not None:
+                return node.start_byte + position
+        if node.type in _ONE_LINE_TYPES:
+            for before, after in zip(node.children, node.children[1:]):
+                if before.type in ("|", "|&", "&&", "||"):
+                    continue
+                gap = data[before.end_byte: after.start_byte].replace(b"\\\n", b"  ")
+                position = gap.find(b"\n")
+                if position >= 0:
+                    return before.end_byte + position
+        pending.extend(node.children)
+    return None
+
+
+def _unescaped_newline(text: bytes) -> int | None:
+    backslashes = 0
+    for position, byte in enumerate(text):
+        if byte == 0x0A and backslashes % 2 == 0:
+            return position
+        backslashes = backslashes + 1 if byte == 0x5C else 0
+    return None
+
+
 def _first_error(node: Node) -> Node | None:
     pending = [node]
     while pending:
@@ -949,6 +1078,36 @@ def _first_error(node: Node) -> Node | None:
             return current
         pending.extend(current.children)
     return None
+
+
+def _error_nodes(root: Node) -> list[Node]:
+    """The outermost ERROR nodes of a tree."""
+    found, pending = [], [root]
+    while pending:
+        current = pending.pop()
+        if current.is_error:
+            found.append(current)
+        else:
+            pending.extend(current.children)
+    return found
+
+
+def _rough_commands(text: str) -> list[list[str]]:
+    """Split text that bash's grammar rejected into word lists at shell operators; [] if even that fails."""
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return []
+    commands: list[list[str]] = [[]]
+    for token in tokens[:256]:
+        if token and all(c in ";&|()<>" for c in token):
+            commands.append([])
+        else:
+            commands[-1].append(token)
+    return [c for c in commands if c]
 
 
 def _first_descendant(node: Node | None, kind: str) -> Node | None:
@@ -1030,6 +1189,8 @@ def _is_fork_bomb(name: str, body: Node) -> bool:
 
 def _unquote_word(raw: str) -> tuple[str, bool]:
     """Backslash removal for an unquoted word, and whether an unescaped glob character is left."""
+    if "\\" not in raw:
+        return raw, any(c in raw for c in "*?[")
     out: list[str] = []
     glob = False
     index = 0
@@ -1116,11 +1277,64 @@ def _combine(expanded: list[list[list[Arg]]]) -> list[list[Arg]]:
 _BRACE_PATTERN = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 
 
-def _arg_from(segments: list[_Seg], node: Node) -> Arg:
+def _arg_from(segments: list[_Seg], node: Node, braces: bool = True) -> list[Arg]:
+    """The word (or, after brace expansion, words) that pieces make."""
     text = "".join(s.text or "" for s in segments)
     unquoted = "".join(s.text or "" if not s.quoted else "x" * len(s.text or "") for s in segments)
-    pattern = any(s.glob and not s.quoted for s in segments) or bool(_BRACE_PATTERN.search(unquoted))
-    return Arg(text, pattern, node)
+    glob = any(s.glob and not s.quoted for s in segments)
+    if braces and _BRACE_PATTERN.search(unquoted):
+        return [Arg(t, glob or any(c in t for c in "*?["), node) for t in _expand_braces(text)]
+    return [Arg(text, glob, node)]
+
+
+def _expand_braces(text: str, budget: int = 64) -> list[str]:
+    """Bash brace expansion: `a{b,c}` -> ab ac, `{1..3}` -> 1 2 3; capped, for obfuscation like `{rm,-rf,/}`."""
+    depth, start = 0, -1
+    for index, char in enumerate(text):
+        if char == "{":
+            if depth == 0:
+                start = index
+            depth += 1
+        elif char == "}" and depth:
+            depth -= 1
+            if depth:
+                continue
+            options = _brace_options(text[start + 1: index])
+            if options is None:
+                continue
+            results: list[str] = []
+            for option in options:
+                results.extend(_expand_braces(text[:start] + option + text[index + 1:], budget - len(results)))
+                if len(results) >= budget:
+                    break
+            return results[:budget] or [text]
+    return [text]
+
+
+def _brace_options(body: str) -> list[str] | None:
+    parts, depth, current = [], 0, ""
+    for char in body:
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+            continue
+        depth += char == "{"
+        depth -= char == "}" and depth > 0
+        current += char
+    parts.append(current)
+    if len(parts) > 1:
+        return parts
+    numeric = re.fullmatch(r"(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?", body)
+    if numeric:
+        first, last = int(numeric.group(1)), int(numeric.group(2))
+        step = abs(int(numeric.group(3) or 1)) or 1
+        values = range(first, last + 1, step) if first <= last else range(first, last - 1, -step)
+        return [str(v) for v in values[:64]]
+    letters = re.fullmatch(r"([A-Za-z])\.\.([A-Za-z])", body)
+    if letters:
+        first, last = ord(letters.group(1)), ord(letters.group(2))
+        return [chr(c) for c in (range(first, last + 1) if first <= last else range(first, last - 1, -1))][:64]
+    return None
 
 
 def _split_ifs(text: str, separators: str) -> list[str]:
@@ -1195,22 +1409,11 @@ def _write_risk(path: str) -> tuple[RiskClass, str, str] | None:
     return MUTATING, "file", ""
 
 
-def _brace_variants(text: str) -> list[str]:
-    """Expand simple `{a,b}` groups, so `rm -rf /{usr,etc}` is seen as two targets."""
-    match = re.search(r"\{([^{}]*,[^{}]*)\}", text)
-    if match is None:
-        return [text]
-    variants: list[str] = []
-    for option in match.group(1).split(",")[:_MAX_ALTERNATIVES]:
-        variants.extend(_brace_variants(text[: match.start()] + option + text[match.end():]))
-    return variants[:64]
-
-
 def _system_dir_hit(arg: Arg) -> str | None:
     """The system directory a recursive operation on arg would wipe, if any (`/`, `/usr/*`, `/u*`)."""
     if arg.text is None:
         return None
-    for variant in _brace_variants(arg.text):
+    for variant in _expand_braces(arg.text):
         path = variant
         while True:
             stripped = re.sub(r"/(\*|\.\*|\.)?$", "", path)
@@ -1931,6 +2134,10 @@ _WORKLOAD_MODULES = frozenset({"sglang.bench_serving", "sglang.bench_one_batch",
 _BENCHMARK_SCRIPT = re.compile(r"(\./)?benchmarks/[A-Za-z0-9_][A-Za-z0-9_.-]*\.py")
 
 
+_LANGUAGE_NAMES = {"sh": "shell", "python": "Python", "perl": "Perl", "ruby": "Ruby", "node": "JavaScript",
+                   "nodejs": "JavaScript", "php": "PHP", "lua": "Lua"}
+
+
 def _language_of(prog: str) -> str | None:
     if prog in _SHELLS:
         return "sh"
@@ -2124,7 +2331,7 @@ def _inline_code(an: _Analysis, cmd: _Cmd, code: Arg | None, language: str, flag
     an.add(
         MUTATING,
         f"wrapper:{cmd.prog}",
-        f"`{cmd.prog} {flag}` runs inline {'shell' if language == 'sh' else language} code, which can do anything "
+        f"`{cmd.prog} {flag}` runs inline {_LANGUAGE_NAMES.get(language, language)} code, which can do anything "
         "the user can",
         structural=True,
         decoded=text,
@@ -2146,7 +2353,7 @@ def _script(an: _Analysis, cmd: _Cmd, script: Arg, rest: list[Arg], language: st
             an.add(
                 FORBIDDEN,
                 "forbidden:download-to-shell",
-                f"`{cmd.prog} <(...)` runs a download as {language} code without anyone seeing it",
+                f"`{cmd.prog} <(...)` runs a download as {_LANGUAGE_NAMES.get(language, language)} code unseen",
             )
         output = an._substitution_output(substitution)
         if output is not None:
@@ -2180,7 +2387,7 @@ def _stdin_program(an: _Analysis, cmd: _Cmd, language: str) -> None:
             decoded=code,
         )
         if code is not None:
-            an.code_text(code, language, f"{cmd.prog} {stdin.source}")
+            an.code_text(code, language, f"{cmd.prog} {'<<EOF' if stdin.kind == 'heredoc' else '<<<'}")
 
 
 def _piped_code(an: _Analysis, cmd: _Cmd, interpreter: str, language: str, stdin: _Stdin | None) -> None:
@@ -2200,7 +2407,7 @@ def _piped_code(an: _Analysis, cmd: _Cmd, interpreter: str, language: str, stdin
     an.add(
         DESTRUCTIVE,
         "pipe-to-shell",
-        f"`{source} | {interpreter}` runs piped text as {language} code",
+        f"`{source} | {interpreter}` runs piped text as {_LANGUAGE_NAMES.get(language, language)} code",
         decoded=code,
     )
     if code is not None:
@@ -2261,6 +2468,8 @@ _NVSMI_SETTINGS = frozenset(
 _NVSMI_SUBCOMMANDS_READ = {
     "topo": ({"-m", "--matrix", "-mp", "--matrix_pci"}, {"-i", "--id"}),
     "nvlink": ({"-s", "--status", "-c", "--capabilities"}, {"-i", "--id", "-l", "--link"}),
+    "dmon": (set(), {"-i", "--id", "-d", "--delay", "-c", "--count", "-s", "--select", "-o", "--options"}),
+    "pmon": (set(), {"-i", "--id", "-d", "--delay", "-c", "--count", "-s", "--select", "-o", "--options"}),
     "mig": ({"-lgi", "-lgip", "-lci", "-lcip", "--list-gpu-instances", "--list-gpu-instance-profiles",
              "--list-compute-instances", "--list-compute-instance-profiles"}, {"-i", "--id", "-gi", "--gpu-instance-id"}),
 }
@@ -2663,15 +2872,15 @@ def _git_config_override(an: _Analysis, cmd: _Cmd, setting: Arg) -> None:
     )
     if setting.text is None or "=" not in setting.text:
         return
-    key, value = setting.text.split("=", 1)
-    key = key.lower()
+    written, value = setting.text.split("=", 1)
+    key = written.lower()
     if not value:
         return
     if key.startswith("alias."):
         code = value[1:] if value.startswith("!") else f"git {value}"
-        an.inner_source(code, f"git -c {key}")
+        an.inner_source(code, f"git -c {written}")
     elif key.startswith("pager.") or key.rsplit(".", 1)[-1] in _GIT_COMMAND_KEYS:
-        an.inner_source(value, f"git -c {key}")
+        an.inner_source(value, f"git -c {written}")
 
 
 def _git_subcommand_problem(sub: str | None, rest: list[Arg]) -> tuple[RiskClass, str, str] | None:
@@ -3297,7 +3506,9 @@ def _rm(an: _Analysis, cmd: _Cmd) -> None:
             what = "the root filesystem" if hit == "/" else f"the system directory {hit}"
             an.add(FORBIDDEN, "forbidden:rm-system-dir", f"`rm -r {target.text}` wipes {what}")
             return
-    an.add(DESTRUCTIVE, "destructive:rm", "`rm` deletes files")
+    targets = [t.text for t in _operands(cmd.args) if t.text]
+    shown = ", ".join(targets[:3]) + (", ..." if len(targets) > 3 else "") if targets else "files"
+    an.add(DESTRUCTIVE, "destructive:rm", f"`rm` deletes {shown}")
 
 
 def _recursive_owner_change(an: _Analysis, cmd: _Cmd) -> None:
@@ -3461,6 +3672,13 @@ def _scan_python(an: _Analysis, code: str) -> None:
         elif last in ("exec", "eval") and isinstance(first, ast.Constant) and isinstance(first.value, str):
             if an.depth < _MAX_NESTING:
                 _scan_python(an.nested(f"python {last}()"), first.value)
+        elif last in ("b64decode", "decodebytes", "a85decode", "b32decode") and isinstance(first, ast.Constant):
+            # exec(base64.b64decode('...')): the decoded text is code too, Python or shell
+            decoded = _run_filter(["base64", "-d"], str(first.value).encode()) if last != "b32decode" else None
+            if decoded and an.depth < _MAX_NESTING:
+                text = decoded.decode("utf-8", "replace")
+                _scan_python(an.nested(f"python {last}()", decoded=text), text)
+                an.speculate(f"python {last}()", text).inner_source(text, "decoded text")
         if last in _PYTHON_DELETERS or name in ("os.remove", "remove"):
             an.add(DESTRUCTIVE, "python:delete", f"the Python code calls {name}(), which deletes files")
 
@@ -3555,6 +3773,11 @@ def _run_filter(words: list[str], data: bytes | None) -> bytes | None:
     return None
 
 
+# Commands whose output _run_filter can compute from their input.
+_FILTERS = frozenset({"echo", "printf", "cat", "tee", "base64", "base32", "xxd", "rev", "tr", "gunzip", "zcat", "gzip",
+                      "unxz", "xzcat", "xz", "bunzip2", "bzcat", "bzip2"})
+
+
 def _tr_set(spec: str) -> str | None:
     """A tr character set with ranges (`a-z`); classes like [:upper:] are not followed."""
     if "[:" in spec or "[=" in spec:
@@ -3581,3 +3804,20 @@ _CODE_LOADING_VARIABLES = frozenset(
      "IFS", "PS4", "PROMPT_COMMAND", "PERL5LIB", "PERL5OPT", "NODE_OPTIONS", "GIT_EXTERNAL_DIFF", "GIT_PAGER",
      "PAGER", "EDITOR", "VISUAL", "GIT_SSH_COMMAND", "SHELLOPTS", "BASHOPTS"}
 )
+
+
+@_handles("fuser")
+def _fuser(an: _Analysis, cmd: _Cmd) -> None:
+    if "k" in _short_options(cmd.args) or "--kill" in _long_options(cmd.args):
+        an.add(DESTRUCTIVE, "fuser:-k", "`fuser -k` kills the processes using a file or device")
+    else:
+        an.allow(cmd)
+
+
+@_handles("kubectl")
+def _kubectl(an: _Analysis, cmd: _Cmd) -> None:
+    sub = next((t for t in cmd.texts if t and not t.startswith("-")), None)
+    if sub in ("delete", "drain"):
+        an.add(DESTRUCTIVE, f"kubectl:{sub}", f"`kubectl {sub}` removes or evicts workloads")
+    else:
+        an.add(MUTATING, f"kubectl:{sub or 'unknown'}", f"`kubectl {sub or '...'}` talks to a cluster and is not read-only")
