@@ -56,6 +56,18 @@ def cmd_show(args) -> int:
     path = Path(args.transcript)
     if not path.exists():
         return _fail(f"no transcript at {path}")
+    if args.report or args.html:
+        from agent.report import build_report, render_html, write_report
+
+        try:
+            if args.report:
+                print(f"report: {write_report(path)}")
+            if args.html:
+                render_html(build_report(path), Path(args.html))
+                print(f"html: {args.html}")
+        except TranscriptError as e:
+            return _fail(str(e), EXIT_FAILED)
+        return EXIT_OK
     if args.verify:
         report = verify(path)
         if args.json:
@@ -226,6 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("transcript")
     p.add_argument("--json", action="store_true", help="one normalized JSON object per step")
     p.add_argument("--verify", action="store_true", help="check every line, the hash chain and the end event")
+    p.add_argument("--report", action="store_true", help="write the Markdown report beside the transcript")
+    p.add_argument("--html", metavar="OUT.html", help="write one self-contained page: timeline, folded outputs, "
+                                                      "the before/after benchmark as a chart")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("tools", help="list the tools the model can call (--json: their schemas)")

@@ -118,17 +118,15 @@ def demo(args) -> int:
     report = _write_report(transcript)
     if not args.json:
         _print_table(built.session.store.get("run_bench", {}))
-        say(f"\nTranscript: {transcript}" + (f"\nReport:     {report}" if report else ""))
+        say(f"\nTranscript: {transcript}\nReport:     {report}")
         say(f"Replay it:  agent replay {transcript}")
         say(f"Done in {time.monotonic() - started:.1f} s, exit code {code}.")
     return code
 
 
-def _write_report(transcript: Path) -> Path | None:
-    try:
-        from agent.report import write_report
-    except ImportError:
-        return None
+def _write_report(transcript: Path) -> Path:
+    from agent.report import write_report
+
     return write_report(transcript)
 
 

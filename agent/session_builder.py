@@ -182,8 +182,11 @@ def run_goal(args) -> int:
                           plan=args.plan, budget=goal_budget(goal), transcript=path, listeners=[listener],
                           start_info={"goal": goal.goal, "goal_file": str(args.goal), "command": "run"})
     code = execute_goal(goal, built.session)
+    from agent.report import write_report
+
+    report = write_report(path)
     if not args.json:
-        print(f"transcript: {path}", file=sys.stderr)
+        print(f"transcript: {path}\nreport:     {report}", file=sys.stderr)
     return code
 
 
