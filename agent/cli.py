@@ -225,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_host_flags(p)
     p.add_argument("--plan", action="store_true", help="start in dry-run mode (/plan toggles it)")
+    p.add_argument("--plain", action="store_true", help="plain lines instead of the rich terminal view")
     p.add_argument("--transcript", help="where to write the transcript")
     _add_model_flags(p)
     p.set_defaults(func=cmd_chat)

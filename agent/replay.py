@@ -46,19 +46,23 @@ class Divergence(Exception):
 class _Cursor:
     """Reads the record forward, one turn at a time."""
 
-    def __init__(self, events: Iterator[dict]):
+    def __init__(self, events: Iterator[dict], on_operator_note=lambda ev: None):
         self._events = events
         self._peeked: dict | None = None
         self.turn_events: list[dict] = []
         self.end: dict | None = None
+        # What the operator changed mid-session (a host added, dry run toggled) applies from here on.
+        self._on_operator_note = on_operator_note
 
     def _next(self) -> dict | None:
         if self._peeked is not None:
             ev, self._peeked = self._peeked, None
-            return ev
-        ev = next(self._events, None)
+        else:
+            ev = next(self._events, None)
         if ev is not None and ev.get("type") == "session_end":
             self.end = ev
+        if ev is not None and ev.get("type") == "note" and ev.get("kind") in ("host_added", "plan"):
+            self._on_operator_note(ev)
         return ev
 
     def _peek(self) -> dict | None:
@@ -214,9 +218,16 @@ def replay(path: Path, registry: Registry, verify_chain: bool = True) -> ReplayR
     start = next(events, None)
     if start is None or start.get("type") != "session_start":
         return ReplayReport(False, 0, 0, f"{path}: does not start with a session_start event", None, None)
-    cursor = _Cursor(events)
-    model = ReplayModel(cursor, start.get("model", "recorded"))
     policy_cfg = start.get("policy", {})
+
+    def operator_note(ev: dict) -> None:
+        if ev["kind"] == "host_added":
+            policy.scope.add(ev["host"])
+        elif ev["kind"] == "plan":
+            policy.plan = bool(ev["plan"])
+
+    cursor = _Cursor(events, operator_note)
+    model = ReplayModel(cursor, start.get("model", "recorded"))
     policy = SafetyPolicy(
         scope=set(policy_cfg.get("scope", start.get("hosts", []))),
         ledger=BackupLedger(),

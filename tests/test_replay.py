@@ -161,3 +161,24 @@ def test_replay_memory_is_bounded_by_the_message_list(tmp_path, n_turns):
     run_session(session, "go")
     report = replay(path, REGISTRY)
     assert report.ok and report.turns == n_turns + 1
+
+
+def test_operator_changes_mid_session_are_replayed(tmp_path):
+    """/plan and /host add in chat change later decisions; replay applies them where they happened."""
+    path = tmp_path / "chat.jsonl"
+    gate = SafetyPolicy(scope={"h1"}, authorizations=[Authorization(tool="change")])
+    model = ScriptedModel([turn(calls=[("fake_backup", {"host": "h1"})]), turn("backed up"),
+                           turn(calls=[("change", {"host": "h1", "what": "pip install x"}),
+                                       ("echo", {"text": "hi", "host": "h2"})]), turn("planned")])
+    session = Session(model=model, registry=REGISTRY, gate=gate, transcript=TranscriptWriter(path))
+    session.send("back up h1")
+    gate.plan = True
+    session.emit("note", kind="plan", plan=True, by="operator")
+    gate.scope.add("h2")
+    session.emit("note", kind="host_added", host="h2", transport="ssh", target=None, by="operator")
+    session.send("plan the install and look at h2")
+    session.close("done")
+    rules = [e["rule"] for e in iter_events(path) if e["type"] == "decision"]
+    assert rules == ["backup", "plan", "read-only"]
+    report = replay(path, REGISTRY)
+    assert report.ok, report.message
