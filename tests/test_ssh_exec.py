@@ -135,3 +135,11 @@ def test_arguments_are_strict():
     assert schema["name"] == "ssh_exec" and schema["strict"] is True
     assert set(schema["parameters"]["required"]) == {"host", "command", "timeout", "cwd", "env"}
     assert "connection_lost" in schema["description"]
+
+
+def test_a_call_cancelled_before_it_starts_runs_nothing(run_tool, tmp_path):
+    cancel = threading.Event()
+    cancel.set()
+    result, text = run_tool({"host": "box", "command": f"touch {tmp_path}/ran"}, cancel=cancel)
+    assert result.cancelled and result.exit_code is None
+    assert not (tmp_path / "ran").exists()

@@ -179,7 +179,9 @@ def sudo_hint(stderr: str) -> str | None:
 
 
 def acquire_slot(slots: threading.Semaphore, cancel: threading.Event | None) -> bool:
-    """Wait for one of a host's command slots; False when cancelled while waiting."""
+    """Wait for one of a host's command slots; False when cancelled before it got one."""
+    if cancel is not None and cancel.is_set():
+        return False
     while not slots.acquire(timeout=0.1):
         if cancel is not None and cancel.is_set():
             return False

@@ -25,7 +25,6 @@ import base64
 import fcntl
 import hashlib
 import os
-import select
 import re
 import shlex
 import socket
@@ -615,6 +614,12 @@ class _RemoteRun:
         self.pgid: int | None = None
         self.kill_thread: threading.Thread | None = None
         self.kill_confirmed = False
+        # Set by paramiko when either stream gets data or closes. We are its only reader and look
+        # at both streams before every wait, so one stream clearing it on a read loses nothing.
+        # (Channel.fileno() would do the same through an OS pipe, at a syscall per packet.)
+        self.ready = threading.Event()
+        chan.in_buffer.set_event(self.ready)
+        chan.in_stderr_buffer.set_event(self.ready)
 
     def execute(self, line, command, *, timeout, cancel, stdin, pty, start) -> tuple[CommandResult, bytes]:
         chan = self.chan
@@ -636,7 +641,6 @@ class _RemoteRun:
         deadline = None if timeout is None else time.monotonic() + timeout
         timed_out = cancelled = False
         give_up_at = None
-        fd = chan.fileno()  # readable while either stream has data, and for good after EOF/close
         while True:
             if self._read_available():
                 continue
@@ -659,7 +663,7 @@ class _RemoteRun:
             if chan.eof_received:
                 chan.status_event.wait(wait)  # no more output to wait for; wait for the exit status
             else:
-                select.select([fd], [], [], wait)
+                self.ready.wait(wait)
         self._flush_pending()
         chan.close()
         if self.kill_thread is not None:
