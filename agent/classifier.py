@@ -390,7 +390,7 @@ class _Analysis:
         elif kind == "list":
             self._visit_list(node, stdin)
         elif kind == "pipeline":
-            self._pipeline(_pipeline_stages(node), stdin)
+            self._pipeline_statement(node, stdin)
         elif kind == "redirected_statement":
             self._visit_redirected_statement(node, stdin)
         elif kind == "command":
@@ -584,7 +584,7 @@ class _Analysis:
     def _visit_redirected_statement(self, node: Node, stdin: _Stdin | None, head: bool = False) -> None:
         if not head and _heredoc_tail(node) is not None:
             # `cat <<EOF | sh`: tree-sitter hangs the rest of the pipeline under the here-document.
-            self._pipeline(_pipeline_stages(node), stdin)
+            self._pipeline_statement(node, stdin)
             return
         body = node.child_by_field_name("body")
         redirects = [c for c in node.named_children if c.type in _REDIRECT_TYPES]
@@ -592,11 +592,20 @@ class _Analysis:
         if body is not None:
             self.visit(body, stdin)
 
+    def _pipeline_statement(self, node: Node, stdin: _Stdin | None) -> None:
+        stages, trailing = _pipeline_parts(node)
+        self._pipeline(stages, stdin)
+        with self.uncertain():  # what tree-sitter hung inside the last stage runs after `&&` / `||`
+            for part in trailing:
+                self.visit(part, stdin)
+
     def _pipeline(self, stages: list[Node], stdin: _Stdin | None) -> None:
         incoming = stdin
         data: bytes | None = None
-        download = False
-        producers: list[str] = []
+        # tree-sitter reads `a | b | c && d` as `a | (b | c && d)`, so a pipeline can sit inside a
+        # stage of another: what the outer pipe carries flows on.
+        download = bool(stdin is not None and stdin.download)
+        producers: list[str] = [stdin.source] if stdin is not None and stdin.kind == "pipe" and stdin.source else []
         for index, stage in enumerate(stages):
             if index > 0:
                 incoming = _Stdin("pipe", data, download, " | ".join(producers))
@@ -1144,17 +1153,38 @@ def _heredoc_tail(node: Node) -> Node | None:
 
 
 def _pipeline_stages(node: Node) -> list[Node]:
-    if node.type == "pipeline":
-        stages: list[Node] = []
-        for child in node.named_children:
-            if child.type != "comment":
-                stages.extend(_pipeline_stages(child))
-        return stages
+    return _pipeline_parts(node)[0]
+
+
+def _pipeline_parts(node: Node) -> tuple[list[Node], list[Node]]:
+    """The stages of a pipeline, and the commands after a trailing `&&`/`||`.
+
+    tree-sitter-bash reads `a | b | c && d` as `a | (b | c && d)`; bash reads `(a | b | c) && d`.
+    A bare list is never a pipeline stage in bash, so such a list is unfolded here.
+    """
     if node.type == "redirected_statement":
         tail = _heredoc_tail(node)
-        if tail is not None:
-            return [node] + _pipeline_stages(tail)
-    return [node]
+        if tail is None:
+            return [node], []
+        stages, trailing = _pipeline_parts(tail)
+        return [node] + stages, trailing
+    if node.type != "pipeline":
+        return [node], []
+    children = [c for c in node.named_children if c.type != "comment"]
+    stages: list[Node] = []
+    trailing: list[Node] = []
+    for child in children[:-1]:
+        stages.extend(_pipeline_parts(child)[0])
+    last = children[-1] if children else None
+    while last is not None and last.type == "list":
+        parts = [c for c in last.named_children if c.type != "comment"]
+        trailing = parts[1:] + trailing
+        last = parts[0] if parts else None
+    if last is not None:
+        last_stages, last_trailing = _pipeline_parts(last)
+        stages.extend(last_stages)
+        trailing = last_trailing + trailing
+    return stages, trailing
 
 
 def _plain_variable(node: Node) -> str | None:
