@@ -316,23 +316,29 @@ def _drain(proc, timeout, on_output, cancel, start):
     sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
     timed_out = cancelled = False
     open_streams = 2
-    while open_streams:
-        if timeout is not None and time.monotonic() - start > timeout:
-            timed_out = True
-            break
-        if cancel is not None and cancel.is_set():
-            cancelled = True
-            break
-        for key, _ in sel.select(timeout=0.1):
-            chunk = os.read(key.fileobj.fileno(), 65536)
-            if not chunk:
-                sel.unregister(key.fileobj)
-                open_streams -= 1
-                continue
-            bufs[key.data] += chunk
-            if on_output is not None:
-                on_output(key.data, chunk)
-    sel.close()
+    try:
+        while open_streams:
+            if timeout is not None and time.monotonic() - start > timeout:
+                timed_out = True
+                break
+            if cancel is not None and cancel.is_set():
+                cancelled = True
+                break
+            for key, _ in sel.select(timeout=0.1):
+                chunk = os.read(key.fileobj.fileno(), 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    open_streams -= 1
+                    continue
+                bufs[key.data] += chunk
+                if on_output is not None:
+                    on_output(key.data, chunk)
+    except BaseException:
+        # Ctrl-C (or anything else) while waiting: the command must not outlive us.
+        _kill_group(proc)
+        raise
+    finally:
+        sel.close()
     if timed_out or cancelled:
         _kill_group(proc)
     proc.wait()
