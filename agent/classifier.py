@@ -192,6 +192,7 @@ class _Analysis:
         self.decoded: str | None = None
         self.depth = 0
         self.certain = True  # False inside branches and loops: an assignment there may not happen
+        self.network = [False]  # shared: a /dev/tcp descriptor was opened, so any pipe may carry a download
         # A guess at what might run (a glob or unknown command name): it may only raise the class,
         # so findings of mutating or below, and allowlist entries, are dropped.
         self.speculative = False
@@ -405,7 +406,9 @@ class _Analysis:
             self.add(MUTATING, "subshell", "a `( ... )` subshell is not accepted as read-only", structural=True)
             self.nested()._visit_children(node, stdin)
         elif kind == "compound_statement":
-            self.add(MUTATING, "group", "a `{ ...; }` group is not accepted as read-only", structural=True)
+            opener = _text(node.children[0]) if node.children else "{"
+            shown = "(( ... ))` arithmetic command" if opener == "((" else "{ ...; }` group"
+            self.add(MUTATING, "group", f"a `{shown} is not accepted as read-only", structural=True)
             self._visit_children(node, stdin)
         elif kind == "function_definition":
             self._visit_function(node)
@@ -643,6 +646,7 @@ class _Analysis:
                 "redirect:network",
                 f"`{_excerpt(node)}` connects the command to the network through bash's /dev/tcp",
             )
+            self.network[0] = True
             if operator in ("<", "<&", "<>"):
                 return _Stdin("pipe", None, download=True, source=_excerpt(destination))
             return stdin
@@ -782,7 +786,14 @@ class _Analysis:
     def run_words(self, args: list[Arg], stdin: _Stdin | None) -> None:
         """Classify one simple command given as words; args[0] is the command name."""
         name = args[0].text
-        if name is None:
+        if not name:
+            return  # nothing runs: an empty name, or a piece the parser left missing
+        if name in ("{", "}", "!"):
+            # tree-sitter reads `time { rm -rf /; }` as `time` with the words `{ rm -rf /`: a group after all
+            if name == "{":
+                self.add(MUTATING, "group", "a `{ ...; }` group is not accepted as read-only", structural=True)
+            if name != "}" and len(args) > 1:
+                self.run_words(args[1:], stdin)
             return
         prog = posixpath.basename(name) if "/" in name else name
         if args[0].pattern:
@@ -1925,7 +1936,7 @@ _WRAPPER_PARSERS: dict[str, Callable[[list[Arg]], _Wrapped]] = {
     "runuser": lambda args: _wrap_su(args, runuser=True), "flock": _wrap_flock, "setsid": _wrap_setsid,
     "watch": _wrap_watch, "xargs": _wrap_xargs, "parallel": _wrap_parallel, "ssh": _wrap_ssh,
     "exec": _wrap_exec, "command": _wrap_command, "builtin": _wrap_plain, "busybox": _wrap_plain,
-    "unbuffer": _wrap_plain, "coproc": _wrap_plain, "script": _wrap_script, "systemd-run": _wrap_unsure,
+    "unbuffer": _wrap_plain, "coproc": lambda args: _wrap_plain(args[1:] if args[1:2] and args[1].text == "{" else args), "script": _wrap_script, "systemd-run": _wrap_unsure,
     "nsenter": _wrap_unsure, "pkexec": _wrap_unsure, "sg": _wrap_unsure, "catchsegv": _wrap_plain,
 }
 
@@ -2427,7 +2438,7 @@ def _piped_code(an: _Analysis, cmd: _Cmd, interpreter: str, language: str, stdin
         return
     code = stdin.data.decode("utf-8", "replace") if stdin.data is not None else None
     source = stdin.source or "a pipe"
-    if stdin.download:
+    if stdin.download or an.network[0]:
         an.add(
             FORBIDDEN,
             "forbidden:download-to-shell",
@@ -2677,7 +2688,8 @@ def _conda(an: _Analysis, cmd: _Cmd) -> None:
                        short_flags="", long_flags={"--no-capture-output", "--live-stream", "--debug-wrapper-scripts"})
         _run_wrapper(an, cmd, _Wrapped(_candidates(opts, opts.operands), note="runs a command in a conda environment"))
     elif sub in ("remove", "uninstall") or (sub == "env" and second == "remove"):
-        an.add(DESTRUCTIVE, f"{cmd.prog}:remove", f"`{cmd.prog} {sub}` removes packages or environments")
+        shown = f"{sub} {second}" if sub == "env" else sub
+        an.add(DESTRUCTIVE, f"{cmd.prog}:remove", f"`{cmd.prog} {shown}` removes packages or environments")
     else:
         an.add(MUTATING, f"{cmd.prog}:{sub or 'unknown'}", f"`{cmd.prog} {sub or '...'}` is not a read-only command")
 
@@ -3467,7 +3479,6 @@ _MUTATING_SIMPLE = {
     "depmod": "`depmod` rewrites the kernel module index",
     "update-initramfs": "`update-initramfs` rebuilds the boot image",
     "dracut": "`dracut` rebuilds the boot image",
-    "mount": "`mount` attaches a filesystem",
     "umount": "`umount` detaches a filesystem",
     "swapon": "`swapon` enables swap",
     "swapoff": "`swapoff` disables swap",
@@ -3851,3 +3862,11 @@ def _kubectl(an: _Analysis, cmd: _Cmd) -> None:
         an.add(DESTRUCTIVE, f"kubectl:{sub}", f"`kubectl {sub}` removes or evicts workloads")
     else:
         an.add(MUTATING, f"kubectl:{sub or 'unknown'}", f"`kubectl {sub or '...'}` talks to a cluster and is not read-only")
+
+
+@_handles("mount")
+def _mount(an: _Analysis, cmd: _Cmd) -> None:
+    if all(t in ("-l", "--show-labels") for t in cmd.texts):
+        an.allow(cmd)  # without arguments mount only lists what is mounted
+    else:
+        an.add(MUTATING, "mutating:mount", "`mount` attaches a filesystem")
