@@ -54,9 +54,12 @@ def _script(cuda_root: str, python: str, disk_paths: list[str]) -> str:
         "nvidia_smi": "nvidia-smi 2>&1 | head -12",
         "gpus": "nvidia-smi --query-gpu=index,name,compute_cap,memory.total --format=csv,noheader,nounits 2>&1",
         "nvcc": "command -v nvcc && nvcc --version 2>&1",
+        # A third field for symlinks (Ubuntu's /usr/local/cuda-13 -> /etc/alternatives/cuda-13 ->
+        # /usr/local/cuda-13.0): where they resolve, so one toolkit is not listed twice.
         "toolkits": f"for d in {r}/cuda-*; do [ -d \"$d\" ] || continue; v=''; "
                     f"if [ -x \"$d/bin/nvcc\" ]; then v=$(\"$d/bin/nvcc\" --version 2>/dev/null | grep -o 'release [0-9.]*'); fi; "
-                    f"echo \"$d|$v\"; done",
+                    f"t=''; if [ -L \"$d\" ]; then t=$(readlink -f \"$d\"); fi; "
+                    f"echo \"$d|$v|$t\"; done",
         "cuda_link": f"if [ -L {r}/cuda ]; then echo link $(readlink {r}/cuda) $(readlink -f {r}/cuda); "
                      f"elif [ -e {r}/cuda ]; then echo dir; else echo none; fi",
         "python": f"{shlex.quote(python)} - <<'PYEOF' 2>&1\n{PYTHON_PROBE}\nPYEOF",
@@ -94,6 +97,8 @@ class Gpu(BaseModel):
 class Toolkit(BaseModel):
     path: str
     version: str | None
+    links: list[str] | None = Field(default=None, description="symlinks of the form <cuda_root>/cuda-* that "
+                                                               "resolve to this toolkit, e.g. /usr/local/cuda-13")
 
 
 class PythonEnv(BaseModel):
@@ -191,67 +196,98 @@ class InspectHost(Tool):
         if r.connection_lost or r.timed_out:
             raise ToolError(f"inspecting {args.host} did not finish: "
                             f"{'connection lost' if r.connection_lost else 'timed out after 120 s'}")
-        s = split_sections(r.stdout)
-        notes: list[str] = []
+        return parse_inspection(r.stdout, host=args.host, cuda_root=cuda_root, python=python, disk_paths=disk_paths)
 
-        os_name = kernel = None
-        m = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', s.get("os", ""), re.M)
-        if m:
-            os_name = m.group(1)
-        m = re.search(r"^KERNEL=(.*)$", s.get("os", ""), re.M)
-        if m:
-            kernel = m.group(1).strip()
 
-        driver = parse_nvidia_smi_header(s.get("nvidia_smi", ""))
-        gpus = parse_gpus(s.get("gpus", "")) if driver else []
-        if driver is None:
-            first = s.get("nvidia_smi", "").strip().splitlines()[:1]
-            notes.append("no NVIDIA driver answered: " + (first[0] if first else "nvidia-smi printed nothing"))
+def parse_inspection(text: str, *, host: str, cuda_root: str, python: str,
+                     disk_paths: list[str]) -> InspectHost.Result:
+    """The result from the whole output of the inspection script: a pure function, tested on real outputs."""
+    s = split_sections(text)
+    notes: list[str] = []
 
-        nvcc_text = s.get("nvcc", "")
-        nvcc_version, nvcc_build = parse_nvcc(nvcc_text)
-        nvcc_path = nvcc_text.splitlines()[0].strip() if nvcc_text.strip() else None
-        toolkit_on_path = Toolkit(path=nvcc_path, version=nvcc_version) if nvcc_version else None
-        if toolkit_on_path is None:
-            notes.append("no nvcc on PATH")
+    os_name = kernel = None
+    m = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', s.get("os", ""), re.M)
+    if m:
+        os_name = m.group(1)
+    m = re.search(r"^KERNEL=(.*)$", s.get("os", ""), re.M)
+    if m:
+        kernel = m.group(1).strip()
 
-        toolkits = []
-        for line in s.get("toolkits", "").splitlines():
-            path, _, ver = line.partition("|")
-            if path:
-                toolkits.append(Toolkit(path=path, version=ver.replace("release", "").strip() or None))
+    driver = parse_nvidia_smi_header(s.get("nvidia_smi", ""))
+    gpus = parse_gpus(s.get("gpus", "")) if driver else []
+    if driver is None:
+        first = s.get("nvidia_smi", "").strip().splitlines()[:1]
+        notes.append("no NVIDIA driver answered: " + (first[0] if first else "nvidia-smi printed nothing"))
 
-        link = s.get("cuda_link", "").split()
-        cuda_symlink = link[2] if link[:1] == ["link"] and len(link) >= 3 else None
-        if link[:1] == ["dir"]:
-            notes.append(f"{cuda_root}/cuda is a directory, not a symlink")
+    nvcc_text = s.get("nvcc", "")
+    nvcc_version, nvcc_build = parse_nvcc(nvcc_text)
+    nvcc_path = nvcc_text.splitlines()[0].strip() if nvcc_text.strip() else None
+    toolkit_on_path = Toolkit(path=nvcc_path, version=nvcc_version) if nvcc_version else None
+    if toolkit_on_path is None:
+        notes.append("no nvcc on PATH")
 
-        python_env = None
-        py_out = s.get("python", "").strip()
-        try:
-            data = json.loads(py_out.splitlines()[-1]) if py_out else None
-        except json.JSONDecodeError:
-            data = None
-        if isinstance(data, dict):
-            python_env = PythonEnv(executable=data["executable"], version=data["version"], torch=data.get("torch"),
-                                   torch_cuda=data.get("torch_cuda"), cuda_available=data.get("cuda_available"),
-                                   device_count=data.get("device_count"), packages=data.get("packages", {}),
-                                   error=data.get("torch_error"))
+    toolkits = []
+    links: list[tuple[str, str, str | None]] = []  # (link, where it resolves, version)
+    for line in s.get("toolkits", "").splitlines():
+        path, _, rest = line.partition("|")
+        ver, _, target = rest.partition("|")
+        version = ver.replace("release", "").strip() or None
+        if not path:
+            continue
+        if target.strip():
+            links.append((path, target.strip(), version))
         else:
-            notes.append(f"interpreter {python} did not run: {py_out[-200:] or 'no output'}")
+            toolkits.append(Toolkit(path=path, version=version))
+    for link, target, version in links:
+        kit = next((t for t in toolkits if t.path == target), None)
+        if kit is not None:
+            kit.links = (kit.links or []) + [link]
+        else:  # it points outside <cuda_root>/cuda-*: the link is all there is to name it by
+            toolkits.append(Toolkit(path=link, version=version))
 
-        disk = []
-        rows = [ln.split() for ln in s.get("disk", "").splitlines()[1:]]
-        for path, parts in zip(disk_paths, rows):  # df prints one row per path asked, in order
-            if len(parts) >= 6 and parts[3].isdigit():
-                disk.append(Disk(path=path, mount=parts[5], free_gib=round(int(parts[3]) / 2**20, 1),
-                                 total_gib=round(int(parts[1]) / 2**20, 1)))
+    link = s.get("cuda_link", "").split()
+    cuda_symlink = link[2] if link[:1] == ["link"] and len(link) >= 3 else None
+    if link[:1] == ["dir"]:
+        notes.append(f"{cuda_root}/cuda is a directory, not a symlink")
 
-        if driver and driver.cuda_version and nvcc_version and driver.cuda_version != nvcc_version:
-            notes.append(f"the driver supports CUDA {driver.cuda_version}; the toolkit on PATH is {nvcc_version}")
-        if python_env and python_env.torch_cuda and nvcc_version and \
-                python_env.torch_cuda.split(".")[0] != nvcc_version.split(".")[0]:
-            notes.append(f"torch is built for CUDA {python_env.torch_cuda} but nvcc on PATH is {nvcc_version}")
-        return self.Result(host=args.host, os=os_name, kernel=kernel, driver=driver, gpus=gpus, gpu_count=len(gpus),
-                           toolkit_on_path=toolkit_on_path, nvcc_build=nvcc_build, toolkits=toolkits,
-                           cuda_symlink=cuda_symlink, python=python_env, disk=disk, notes=notes)
+    python_env = None
+    py_out = s.get("python", "").strip()
+    try:
+        data = json.loads(py_out.splitlines()[-1]) if py_out else None
+    except json.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        python_env = PythonEnv(executable=data["executable"], version=data["version"], torch=data.get("torch"),
+                               torch_cuda=data.get("torch_cuda"), cuda_available=data.get("cuda_available"),
+                               device_count=data.get("device_count"), packages=data.get("packages", {}),
+                               error=data.get("torch_error"))
+    else:
+        notes.append(f"interpreter {python} did not run: {py_out[-200:] or 'no output'}")
+
+    disk = []
+    rows = [ln.split() for ln in s.get("disk", "").splitlines()[1:]]
+    for path, parts in zip(disk_paths, rows):  # df prints one row per path asked, in order
+        if len(parts) >= 6 and parts[3].isdigit():
+            disk.append(Disk(path=path, mount=parts[5], free_gib=round(int(parts[3]) / 2**20, 1),
+                             total_gib=round(int(parts[1]) / 2**20, 1)))
+
+    if toolkit_on_path is None and cuda_symlink:
+        linked = next((t for t in toolkits if t.path == cuda_symlink and t.version), None)
+        if linked is not None:
+            notes.append(f"{cuda_root}/cuda/bin/nvcc is there (release {linked.version}, {cuda_symlink}) but not "
+                         f"on PATH: commands run with a clean PATH; put {cuda_root}/cuda/bin in the host's "
+                         f"path_prefix or call nvcc by its full path")
+    if python_env and python_env.torch and "+" in python_env.torch:
+        public, _, tag = python_env.torch.partition("+")
+        if python_env.packages.get("torch") == public:
+            notes.append(f"torch reports {python_env.torch} but pip lists it as torch=={public}: a wheel from "
+                         f"PyPI, whose version does not name its CUDA build ({tag}); torch=={python_env.torch} "
+                         f"exists only on the index that names it (e.g. https://download.pytorch.org/whl/{tag})")
+    if driver and driver.cuda_version and nvcc_version and driver.cuda_version != nvcc_version:
+        notes.append(f"the driver supports CUDA {driver.cuda_version}; the toolkit on PATH is {nvcc_version}")
+    if python_env and python_env.torch_cuda and nvcc_version and \
+            python_env.torch_cuda.split(".")[0] != nvcc_version.split(".")[0]:
+        notes.append(f"torch is built for CUDA {python_env.torch_cuda} but nvcc on PATH is {nvcc_version}")
+    return InspectHost.Result(host=host, os=os_name, kernel=kernel, driver=driver, gpus=gpus, gpu_count=len(gpus),
+                              toolkit_on_path=toolkit_on_path, nvcc_build=nvcc_build, toolkits=toolkits,
+                              cuda_symlink=cuda_symlink, python=python_env, disk=disk, notes=notes)

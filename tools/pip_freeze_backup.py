@@ -61,6 +61,12 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def without_own_settings(pip_config: str) -> str:
+    """`pip config list` without the lines our own PIP_ENV adds (`:env:.no-input='1'`): not the environment's."""
+    own = {f":env:.{name.removeprefix('PIP_').lower().replace('_', '-')}" for name in PIP_ENV}
+    return "".join(line for line in pip_config.splitlines(keepends=True) if line.partition("=")[0] not in own)
+
+
 def configured_index_urls(pip_config: str, env_lines: list[str]) -> list[str]:
     """Index URLs from `pip config list` output and PIP_*INDEX_URL variables."""
     urls: list[str] = []
@@ -164,7 +170,7 @@ class PipFreezeBackup(Tool):
             files["inspect.json"] = results["inspect.json"].stdout.encode()
         else:
             warnings.append("`pip inspect` is not available (pip older than 22.2): list.json and freeze.txt only")
-        files["pip-config.txt"] = ctx.redact(results["pip-config.txt"].stdout).encode()
+        files["pip-config.txt"] = ctx.redact(without_own_settings(results["pip-config.txt"].stdout)).encode()
         env_lines = [ln for ln in results["env.txt"].stdout.splitlines() if re.match(r"(PIP|UV)_[A-Z0-9_]*=", ln)]
         env_lines = [ln for ln in env_lines if not ln.startswith(tuple(PIP_ENV))]  # our own settings
         files["env.txt"] = ctx.redact("\n".join(env_lines) + ("\n" if env_lines else "")).encode()

@@ -45,17 +45,21 @@ def host_path_prefix() -> list[str]:
 
 
 TORCH_PROBE = r"""
-import json, sys, torch
-out = {"executable": sys.executable, "torch": torch.__version__, "torch_cuda": torch.version.cuda,
-       "cuda_available": torch.cuda.is_available(), "device_count": torch.cuda.device_count()}
+import ctypes, json, sys
+from importlib import metadata
+import torch
+out = {"executable": sys.executable, "torch": torch.__version__, "torch_dist": metadata.version("torch"),
+       "torch_cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available(),
+       "device_count": torch.cuda.device_count()}
 if out["cuda_available"]:
     out["names"] = [torch.cuda.get_device_name(i) for i in range(out["device_count"])]
     out["capabilities"] = ["%d.%d" % torch.cuda.get_device_capability(i) for i in range(out["device_count"])]
-    try:  # cuDriverGetVersion: the newest CUDA the driver supports, e.g. 13000
-        v = torch._C._cuda_getDriverVersion()
-        out["driver_cuda"] = "%d.%d" % (v // 1000, v % 1000 // 10)
-    except Exception as e:
-        out["driver_cuda_error"] = repr(e)
+try:  # the driver API's own answer: the newest CUDA the driver supports, e.g. 13000
+    v = ctypes.c_int()
+    ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(v))
+    out["driver_cuda"] = "%d.%d" % (v.value // 1000, v.value % 1000 // 10)
+except OSError as e:
+    out["driver_cuda_error"] = repr(e)
 print(json.dumps(out))
 """
 

@@ -39,7 +39,7 @@ NOTE = ("recorded on a real NVIDIA GPU machine with a scripted model that makes 
 BENCH = "python3 benchmarks/gpu_decode.py --batch 1 --tokens 256"
 
 
-def make_goal(host: str, gpu_name: str, torch_version: str) -> Goal:
+def make_goal(host: str, gpu_name: str, torch_dist: str) -> Goal:
     entry = {"python": gpu_python(), "path_prefix": host_path_prefix()}
     return Goal.model_validate({
         "goal": (f"Check that the read-only tools read the NVIDIA GPU machine {host} right, through the local "
@@ -55,7 +55,7 @@ def make_goal(host: str, gpu_name: str, torch_version: str) -> Goal:
         "success": [
             {"command": {"host": host, "run": "nvidia-smi -L", "expect_output": gpu_name}},
             {"command": {"host": f"{host}-ssh", "run": "python3 -m pip show torch",
-                         "expect_output": f"Version: {torch_version}"}},
+                         "expect_output": f"Version: {torch_dist}"}},
             {"throughput": {"label": "compile", "compare_to": "eager", "min_ratio": 1.0}},
         ],
     })
@@ -86,6 +86,7 @@ def facts_of(inspect: dict) -> dict:
         "gpus": [(g["name"], g.get("compute_capability"), g.get("memory_total_mib")) for g in gpus],
         "toolkit": (inspect.get("toolkit_on_path") or {}).get("version"),
         "torch": py.get("torch"),
+        "torch_pip": (py.get("packages") or {}).get("torch"),
         "torch_cuda": py.get("torch_cuda"),
         "cuda_available": py.get("cuda_available"),
     }
@@ -102,7 +103,7 @@ def direct_facts(smi_query: str, smi: str, nvcc: str, pip_show: str) -> dict:
     rel = re.search(r"release (\d+\.\d+)", nvcc)
     ver = re.search(r"^Version:\s*(\S+)", pip_show, re.M)
     return {"driver": drv and drv.group(1), "driver_cuda": cuda and cuda.group(1), "gpus": gpus,
-            "toolkit": rel and rel.group(1), "torch": ver and ver.group(1)}
+            "toolkit": rel and rel.group(1), "torch_pip": ver and ver.group(1)}
 
 
 def compare_facts(label: str, tool: dict, direct: dict) -> list[str]:
@@ -151,6 +152,9 @@ def expert(host: str):
     else:
         verdict = ("inspect_host over both transports agrees with nvidia-smi, nvcc and pip on every fact: " + seen
                    + ".")
+    if lf["torch_pip"] and lf["torch"] and lf["torch_pip"] != lf["torch"]:
+        verdict += (f" Note that pip names the installed torch {lf['torch_pip']} while torch calls itself "
+                    f"{lf['torch']}: pip's name is the one to pin when restoring (inspect_host says so too).")
     messages = yield turn(
         f"{verdict}\n\nBacking up the PyTorch environment before anything else, then measuring eager decode "
         f"throughput (batch 1, 256 tokens; 1 warmup run, 3 measured).",
@@ -216,7 +220,7 @@ def main() -> int:
         return 2
     sshd_module.SSHD_BINARY = binary
     machine = read_machine()
-    goal = make_goal(a.host, machine.query[0]["name"], machine.torch["torch"])
+    goal = make_goal(a.host, machine.query[0]["name"], machine.torch["torch_dist"])
     out_dir = Path(a.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     transcript = out_dir / f"{a.name}.jsonl"

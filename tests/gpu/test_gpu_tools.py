@@ -8,6 +8,7 @@ values are printed, and only relations that follow from the tools' own rules are
 
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
@@ -72,13 +73,29 @@ def check_against_readings(r, readings) -> None:
         assert r.toolkit_on_path is not None and r.toolkit_on_path.version == release.group(1)
         assert os.path.realpath(r.toolkit_on_path.path) == os.path.realpath(readings.nvcc_path)
         assert r.nvcc_build and r.nvcc_build in readings.nvcc
-    # torch of the interpreter of interest.
+    # Every toolkit side by side, once: a directory with its own nvcc's release, and the cuda-* links
+    # that resolve to it (Ubuntu's /usr/local/cuda-13 -> /etc/alternatives/cuda-13 -> /usr/local/cuda-13.0).
+    entries = sorted(glob.glob("/usr/local/cuda-*"))
+    listed = [t.path for t in r.toolkits] + [link for t in r.toolkits for link in (t.links or [])]
+    assert sorted(listed) == [e for e in entries if os.path.isdir(e)]
+    assert len({os.path.realpath(t.path) for t in r.toolkits}) == len(r.toolkits)
+    for t in r.toolkits:
+        nvcc = Path(t.path) / "bin" / "nvcc"
+        direct = re.search(r"release (\d+\.\d+)", run([str(nvcc), "--version"])) if nvcc.exists() else None
+        assert t.version == (direct.group(1) if direct else None)
+        for link in t.links or []:
+            assert os.path.islink(link) and os.path.realpath(link) == t.path
+    cuda = "/usr/local/cuda"
+    assert r.cuda_symlink == (os.path.realpath(cuda) if os.path.islink(cuda) else None)
+    # torch of the interpreter of interest: as torch says, and as pip names the installed distribution.
     py = r.python
     assert py is not None and py.error is None, r.notes
     assert os.path.realpath(py.executable) == os.path.realpath(torch_facts["executable"])
     assert (py.torch, py.torch_cuda, py.cuda_available, py.device_count) == \
            (torch_facts["torch"], torch_facts["torch_cuda"], True, torch_facts["device_count"])
-    assert py.packages.get("torch") == torch_facts["torch"]
+    assert py.packages.get("torch") == torch_facts["torch_dist"]
+    pypi_build = "+" in py.torch and torch_facts["torch_dist"] == py.torch.partition("+")[0]
+    assert pypi_build == any(n.startswith(f"torch reports {py.torch} but pip lists it") for n in r.notes)
     # OS and disk.
     assert r.kernel == f"{platform.system()} {platform.release()} {platform.machine()}"
     assert r.disk, r.notes
@@ -122,13 +139,17 @@ def test_pip_freeze_backup_of_the_torch_environment(local_pool, readings, tmp_pa
         assert r.verified and r.python == gpu_python()
         listed = json.loads(run([gpu_python(), "-m", "pip", "list", "--format=json"]))
         assert r.package_count == len(listed) > 0
-        torch_version = readings.torch["torch"]
+        # pip's name for the installed torch: 2.11.0 for PyPI's wheel, 2.11.0+cu130 for download.pytorch.org's.
+        dist = readings.torch["torch_dist"]
         freeze = (Path(r.local_dir) / "freeze.txt").read_text()
-        assert f"torch=={torch_version}" in freeze.splitlines()
-        # A local-version torch (2.11.0+cu130) must be reinstalled from PyTorch's index for that build.
-        tag = torch_version.partition("+")[2]
-        if tag:
-            assert r.local_version_indexes[f"torch=={torch_version}"] == f"https://download.pytorch.org/whl/{tag}"
+        assert f"torch=={dist}" in freeze.splitlines()
+        # A local-version torch must be reinstalled from PyTorch's index for that build; PyPI's needs none.
+        tag = dist.partition("+")[2]
+        assert r.local_version_indexes.get(f"torch=={dist}") == (f"https://download.pytorch.org/whl/{tag}"
+                                                                   if tag else None)
+        # The backup records the environment's pip configuration, not the tool's own settings.
+        config = (Path(r.local_dir) / "pip-config.txt").read_text()
+        assert ":env:.no-input=" not in config and ":env:.disable-pip-version-check=" not in config
         # What is on the host reads back intact, checked here by sha256sum itself, and equals the local copy.
         out = run(["sha256sum", "-c", "--strict", "SHA256SUMS"], cwd=r.remote_dir)
         assert out.count(": OK") == len(r.files) - 1  # every file but SHA256SUMS itself
