@@ -32,7 +32,8 @@ EVENT_TYPES = (
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
 _PATTERNS = [
     # KEY=value / TOKEN: value forms in commands, env dumps and config files.
-    re.compile(r"(?i)\b([A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*)(\s*[=:]\s*)([\"']?)([^\s\"']{4,})"),
+    # `==` is a version pin (`tiktoken==0.14.0`), not an assignment.
+    re.compile(r"(?i)\b([A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*)(\s*[=:](?!=)\s*)([\"']?)([^\s\"']{4,})"),
     re.compile(r"(?i)\b(authorization\s*[:=]\s*)(bearer|basic|token)?\s*[^\s\"',]+"),
     re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}"),
     re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),  # OpenAI-style keys

@@ -294,3 +294,12 @@ def test_truncation_keeps_head_and_tail_with_counts():
     assert out.startswith("line 0\n") and out.rstrip().endswith("line 99999")
     assert "100000 lines" in out and f"of {len(text.encode())} bytes" in out and "t.artifacts/00001-stdout" in out
     assert len(out.encode()) < 2300
+
+
+def test_redaction_leaves_version_pins_alone():
+    from agent.transcript import Redactor
+
+    r = Redactor(environ={})
+    freeze = "tiktoken==0.14.0\ntokenizers==0.23.2\nkeyring==25.0\n"
+    assert r.text(freeze) == freeze
+    assert r.text("MY_SECRET_VALUE=abcdef") == "MY_SECRET_VALUE=[REDACTED]"
