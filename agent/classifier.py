@@ -59,6 +59,17 @@ FORBIDDEN = RiskClass.FORBIDDEN
 _PARSER = Parser(Language(tree_sitter_bash.language()))
 _PARSER_LOCK = threading.Lock()
 
+# tree-sitter-bash's scanner calls isdigit()/isalpha() on the lookahead code point (after `{`, `?`,
+# `-`, `$`); above 255 that reads outside the C library's table and can crash the process. Bash treats
+# every non-ASCII character as an ordinary word character, so each byte of such a character (and of
+# invalid UTF-8) is replaced by `x` before parsing: the parse and all byte offsets stay the same.
+_UNSAFE_FOR_SCANNER = re.compile(rb"[\xc2\xc3][\x80-\xbf]|[\x80-\xff]")
+
+
+def _parser_safe(data: bytes) -> bytes:
+    return _UNSAFE_FOR_SCANNER.sub(lambda m: m.group() if len(m.group()) == 2 else b"x", data)
+
+
 _MAX_NESTING = 12  # wrappers inside wrappers; deeper than this is refused, not guessed
 _MAX_ALTERNATIVES = 16  # possible values of a variable the classifier follows at once
 _MAX_DECODED = 1 << 20  # bytes a decoder (base64, gzip) may produce
@@ -324,7 +335,7 @@ class _Analysis:
 
     def parse(self, data: bytes) -> Node:
         with _PARSER_LOCK:
-            tree = _PARSER.parse(data)
+            tree = _PARSER.parse(_parser_safe(data))
         self.trees.append(tree)
         return tree.root_node
 
@@ -836,7 +847,7 @@ class _Analysis:
             current = pending.pop()
             kind = current.type
             if kind in ("command_substitution", "process_substitution"):
-                label = "$(...)" if kind == "command_substitution" else "<(...)"
+                label = "$(...)" if kind == "command_substitution" else f"{_text(current.children[0])}...)"
                 what = "command substitution" if kind == "command_substitution" else "process substitution"
                 rule = "substitution" if kind == "command_substitution" else "process-substitution"
                 inner = _inner_text(current)
@@ -848,8 +859,11 @@ class _Analysis:
                     decoded=inner,
                 )
                 scope = self.nested(label, decoded=inner)
+                # `>(...)` reads what the outer command writes: a shell in there runs piped text
+                writes_into = current.children and current.children[0].type == ">("
+                feed = _Stdin("pipe", None, source="the command's output") if writes_into else None
                 for child in current.named_children:
-                    scope.visit(child)
+                    scope.visit(child, feed)
                 continue
             if kind in ("simple_expansion", "expansion"):
                 self.add(
@@ -2608,6 +2622,9 @@ def _pip(an: _Analysis, cmd: _Cmd, args: list[Arg], label: str) -> None:
         index += 1
     if any(_is_pip_log(name) for name in _long_options(args)):
         an.add(MUTATING, "pip:--log", f"`{label} --log` writes a log file")
+        return
+    if any(a.text in ("--python", "-p") or (a.text or "").startswith("--python=") for a in args):
+        an.add(MUTATING, "pip:--python", f"`{label} --python` runs another Python interpreter")
         return
     if index >= len(args):
         an.allow(cmd, label)  # `pip --version`, `pip -h`
