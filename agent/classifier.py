@@ -17,6 +17,9 @@ particular commands (pip uninstall, runfile flags, update-alternatives, rm of
 system directories). Every detector only raises the class: `cls.at_least(...)`.
 
 Choices worth knowing:
+- Where tree-sitter-bash is known to misread bash (a newline swallowed into the previous command,
+  `a | b | c && d` nested the wrong way, `time { ...; }` as words), the classifier follows bash's
+  reading. Guesses (a glob or unknown command name, text the parser rejects) may only raise the class.
 - Variable expansion is never read-only, not even in the arguments of an
   allowlisted command (`echo $PATH`, `ls ${dir}`): the value is invisible here
   and can smuggle in options (`sed -n p $F` with F="-i x" edits a file).
@@ -277,10 +280,12 @@ class _Analysis:
     def verdict(self) -> Risk:
         if not self.findings:
             return self._read_only_verdict()
-        ranked = sorted(
-            enumerate(self.findings), key=lambda item: (item[1].cls.rank, not item[1].structural, -item[0])
-        )
-        best = ranked[-1][1]
+        cls = READ_ONLY
+        for finding in self.findings:
+            cls = cls.at_least(finding.cls)  # findings only ever raise the class
+        # The rule shown is the first finding of that class, preferring what a command does over shape.
+        deciding = [f for f in self.findings if f.cls is cls]
+        best = next((f for f in deciding if not f.structural), deciding[0])
         decoded = best.decoded or next((f.decoded for f in self.findings if f.decoded), None)
         reason = best.reason + (f" (via {' -> '.join(best.via)})" if best.via else "")
         return Risk(cls=best.cls, rule=best.rule, reason=reason, decoded=decoded)
@@ -311,11 +316,11 @@ class _Analysis:
         data = command.encode("utf-8", "surrogatepass")
         if b"\x00" in data:
             self.add(MUTATING, "nul-byte", "the command contains a NUL byte, where the shell would cut it short")
-        if not any(c.type != "comment" for c in self.parse(data).named_children):
+        root = self.analyze_source(data)
+        if not any(c.type != "comment" for c in root.named_children):
             self.add(MUTATING, "empty-command", "the command is empty, so there is nothing to allow", structural=True)
-        self.analyze_source(data)
 
-    def analyze_source(self, data: bytes) -> None:
+    def analyze_source(self, data: bytes) -> Node:
         root = self.parse(data)
         repaired, repaired_root = data, root
         for _ in range(_MAX_NESTING):
@@ -326,12 +331,13 @@ class _Analysis:
             repaired_root = self.parse(repaired)
         if repaired == data:
             self.analyze_tree(root)
-            return
+            return root
         # tree-sitter-bash sometimes folds a line into the command before it, where bash ends the
         # command at the newline. The repaired text is bash's reading; the parser's own reading
         # may still only raise the class.
         self.nested().analyze_tree(repaired_root)
         self.speculate("the parser's reading").analyze_tree(root)
+        return root
 
     def parse(self, data: bytes) -> Node:
         with _PARSER_LOCK:
