@@ -17,6 +17,8 @@ canonical description). Every decision names the rule that made it.
 from __future__ import annotations
 
 import enum
+import re
+import shlex
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -174,18 +176,43 @@ class Gate(Protocol):
     def decide(self, tool: str, action: Action) -> Decision: ...
 
 
+# Settings a benchmark workload may be given in its environment without losing its read-only
+# class: they choose devices, threads and the toolkit, and load no code of their own. Anything
+# else (LD_PRELOAD, LD_LIBRARY_PATH, PYTHONPATH, PATH, plugin variables...) is classified as an
+# assignment before the command, which is never read-only.
+WORKLOAD_ENV = re.compile(
+    r"CUDA_HOME|CUDA_PATH|CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|CUDA_LAUNCH_BLOCKING|CUDA_MODULE_LOADING"
+    r"|NCCL_(?!NET_PLUGIN|TUNER_PLUGIN|PROFILER_PLUGIN)[A-Z0-9_]+|OMP_NUM_THREADS|MKL_NUM_THREADS"
+    r"|TOKENIZERS_PARALLELISM|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE|PYTORCH_CUDA_ALLOC_CONF")
+
+
 def classify_action(action: Action) -> Risk:
     """An action's risk: declared by the tool, or (for shell commands) from the classifier.
 
     A tool marks a command as a benchmark workload (`facts["workload"]`) so the known entry
     points of sglang, vllm and the project's bench scripts count as read-only; anything
-    else in that command is still classified as usual.
+    else in that command is still classified as usual, and its environment may only hold
+    the settings in WORKLOAD_ENV.
     """
     if action.risk is not None:
         return action.risk
     from agent.classifier import classify, classify_workload
 
-    return classify_workload(action.subject) if action.facts.get("workload") else classify(action.subject)
+    if not action.facts.get("workload"):
+        return classify(action.subject)
+    env = action.facts.get("env") or {}
+    command = action.facts.get("command")
+    if command is None:
+        return classify_workload(action.subject)
+    cwd = action.facts.get("cwd")
+    risk = classify_workload(command if cwd is None else f"cd {shlex.quote(cwd)} && {command}")
+    unsafe = sorted(name for name in env if not WORKLOAD_ENV.fullmatch(name))
+    if unsafe:
+        return Risk(cls=risk.cls.at_least(RiskClass.MUTATING), rule="workload:env",
+                    reason=f"the benchmark's environment sets {', '.join(unsafe)}, which can change what code runs")
+    if env and risk.cls is RiskClass.READ_ONLY:
+        risk = risk.model_copy(update={"reason": f"{risk.reason}; environment: {', '.join(sorted(env))}"})
+    return risk
 
 
 @dataclass

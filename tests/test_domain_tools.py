@@ -222,3 +222,21 @@ def test_install_runfile_can_move_the_symlink_when_asked(tmp_path):
     r = tool.run(ctx_for(pool, tmp_path), args)
     assert r.symlink_after == str(sim.sys_path("/usr/local/cuda-13.0"))
     assert json.loads(r.model_dump_json())["symlink_before"].endswith("cuda-12.8")
+
+
+def test_a_benchmark_may_set_the_toolkit_but_not_load_code_through_its_environment():
+    from agent.safety import classify_action
+    from tools.run_bench import RunBench
+
+    tool = RunBench()
+
+    def risk(env, cwd=None):
+        args = tool.parse_args({"host": "sim", "command": "python -m sglang.bench_serving --backend sglang",
+                                "parser": "sglang_bench_serving", "label": "after", "env": env, "cwd": cwd})
+        return classify_action(tool.action(args))
+
+    assert risk({"CUDA_HOME": "/usr/local/cuda-13.0", "CUDA_VISIBLE_DEVICES": "0,1"}).cls.value == "read-only"
+    assert risk({}, cwd="/srv/bench").cls.value == "read-only"
+    for name in ("LD_PRELOAD", "PYTHONPATH", "PATH", "NCCL_NET_PLUGIN"):
+        r = risk({name: "/tmp/x"})
+        assert r.cls.value == "mutating" and r.rule == "workload:env" and name in r.reason

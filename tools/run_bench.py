@@ -438,7 +438,7 @@ class RunBench(Tool):
         # workload, where the entry points of sglang and vllm are read-only.
         return Action(host=args.host, subject=bench_subject(args), risk=None,
                       facts={"workload": True, "command": args.command, "parser": args.parser,
-                             "label": args.label})
+                             "label": args.label, "env": dict(args.env or {}), "cwd": args.cwd})
 
     def run(self, ctx: ToolContext, args: RunBenchArgs) -> RunBenchResult:
         metric = args.metric or default_metric(args.parser)
