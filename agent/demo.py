@@ -66,8 +66,9 @@ class RecordedTurns:
 
 
 def demo(args) -> int:
-    from agent.session_builder import SessionConfigError, build_session, execute_goal, goal_budget, make_model
-    from agent.ui import JsonLines, PlainPrinter
+    from agent.session_builder import (SessionConfigError, build_session, busy, execute_goal, goal_budget,
+                                       make_model)
+    from agent.ui import JsonLines, make_view
     from tools.sim import build_sim
 
     say = (lambda *a: None) if args.json else (lambda *a: print(*a, file=sys.stderr, flush=True))
@@ -93,10 +94,11 @@ def demo(args) -> int:
         say("Model: none configured (set OPENAI_API_KEY or OPENAI_BASE_URL for a live one), so the model turns "
             f"recorded in transcripts/{RECORDING} are played again. The tools, the safety gate and the host are "
             "real.")
+    view = JsonLines() if args.json else make_view()
     if args.ask:
         from agent.chat import TerminalApprover
 
-        approver = TerminalApprover()
+        approver = TerminalApprover(view=view if hasattr(view, "card") else None)
         mode = "interactive"
         say("Approvals: you will be asked for every step that changes the host (--ask).")
     else:
@@ -105,16 +107,16 @@ def demo(args) -> int:
         for a in goal.authorizations:
             say("  - " + json.dumps(a.model_dump(exclude_defaults=True)))
     transcript = work / "demo.jsonl"
-    listener = JsonLines() if args.json else PlainPrinter()
     built = build_session(hosts=goal.hosts, model=model, mode=mode, approver=approver,
                           authorizations=goal.authorizations, budget=goal_budget(goal), transcript=transcript,
-                          listeners=[listener], sims={"sim": sim},
+                          listeners=[view], sims={"sim": sim},
                           start_info={"goal": goal.goal, "goal_file": "goals/demo.yaml", "command": "demo"})
     if approver is not None:
         session = built.session
         approver.record = lambda req, answer: session.emit(
             "approval", host=req.host, tool=req.tool, subject=req.subject, answer=answer.value, by="operator")
-    code = execute_goal(goal, built.session)
+    with busy(view):
+        code = execute_goal(goal, built.session)
     report = _write_report(transcript)
     if not args.json:
         _print_table(built.session.store.get("run_bench", {}))

@@ -169,7 +169,7 @@ def exit_code_for(outcome: Outcome, session: Session, checks_ok: bool | None) ->
 
 
 def run_goal(args) -> int:
-    from agent.ui import JsonLines, PlainPrinter
+    from agent.ui import JsonLines, make_view
 
     try:
         goal = load_goal(Path(args.goal))
@@ -177,17 +177,25 @@ def run_goal(args) -> int:
         raise SessionConfigError(str(e)) from None
     model = make_model(args.model or goal.model, args.base_url or goal.base_url, args.model_timeout)
     path = Path(args.transcript) if args.transcript else new_transcript_path("run")
-    listener = JsonLines() if args.json else PlainPrinter()
+    view = JsonLines() if args.json else make_view()
     built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,
-                          plan=args.plan, budget=goal_budget(goal), transcript=path, listeners=[listener],
+                          plan=args.plan, budget=goal_budget(goal), transcript=path, listeners=[view],
                           start_info={"goal": goal.goal, "goal_file": str(args.goal), "command": "run"})
-    code = execute_goal(goal, built.session)
+    with busy(view):
+        code = execute_goal(goal, built.session)
     from agent.report import write_report
 
     report = write_report(path)
     if not args.json:
         print(f"transcript: {path}\nreport:     {report}", file=sys.stderr)
     return code
+
+
+def busy(view):
+    """The view's live region while the session works (a no-op for views without one)."""
+    import contextlib
+
+    return view.busy() if hasattr(view, "busy") else contextlib.nullcontext()
 
 
 def execute_goal(goal: Goal, session: Session) -> int:

@@ -76,12 +76,12 @@ def demo_goal() -> Goal:
     return load_goal(ROOT / "goals" / "demo.yaml")
 
 
-def goal_with(text: str, sim: Sim, extra: list[dict] | None = None) -> Goal:
+def goal_with(text: str, sim: Sim, extra: list[dict] | None = None, success: list[dict] | None = None) -> Goal:
     """A goal on host `sim` with the demo's authorizations plus `extra` ones."""
     demo = demo_goal()
     auths = [a.model_dump(exclude_defaults=True) for a in demo.authorizations] + (extra or [])
     return Goal.model_validate({"goal": text, "hosts": [{"name": "sim", "transport": "sim"}],
-                                "authorizations": auths, "budget": {"turns": 12}})
+                                "authorizations": auths, "budget": {"turns": 12}, "success": success or []})
 
 
 # --------------------------------------------------------------------------- policies
@@ -90,7 +90,7 @@ def goal_with(text: str, sim: Sim, extra: list[dict] | None = None) -> Goal:
 def happy_path(sim: Sim):
     url, md5sum = mirror(sim, "13.0")
     toolkit13 = str(sim.sys_path("/usr/local/cuda-13.0"))
-    bench = "python -m sglang.bench_serving --backend sglang --dataset-name random --num-prompts 64"
+    bench = "python -m sglang.bench_serving --backend sglang --dataset-name random --num-prompts 32 --max-concurrency 1"
     messages = yield turn(
         "Verifying the starting point first: driver, toolkit, Python stack, and where to get CUDA 13.",
         calls=[("inspect_host", {"host": "sim"}),
@@ -197,7 +197,8 @@ def no_space_goal(sim: Sim) -> Goal:
     runfile = sim.sys_path("/tmp") / sim.runfiles["13.0"].filename
     # The clean-up of a failed install: exactly this removal, nothing else.
     return goal_with("Install CUDA 13.0 side by side on host sim.", sim,
-                     [{"host": "sim", "command": f"rm -f {runfile}"}])
+                     [{"host": "sim", "command": f"rm -f {runfile}"}],
+                     [{"toolkit": {"host": "sim", "path": "/usr/local/cuda-13.0", "version": "13.0"}}])
 
 
 SESSIONS: dict[str, tuple[Policy, Callable[[Sim], Goal]]] = {
