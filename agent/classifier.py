@@ -210,6 +210,7 @@ class _Analysis:
         # A guess at what might run (a glob or unknown command name): it may only raise the class,
         # so findings of mutating or below, and allowlist entries, are dropped.
         self.speculative = False
+        self.output: _Stdin | None = None  # what the command being redirected prints, as far as known
 
     # -- contexts
 
@@ -359,13 +360,12 @@ class _Analysis:
         self.visit(root)
 
     def _unparsed_fallback(self, root: Node) -> None:
-        """Text the parser rejects may still run (`{rm,-rf,/}` is valid bash): split it the simple way
-        and let what it would run raise the class."""
-        for error in _error_nodes(root):
-            for words in _rough_commands(_text(error)):
-                args = [Arg(w) for word in words for w in _expand_braces(word)]
-                if args:
-                    self.speculate("unparsed text", _join(args)).run_words(args, None)
+        """Text the parser rejects may still run (`{rm,-rf,/}` is valid bash): split all of it the
+        simple way, at operators and parentheses, and let what it would run raise the class."""
+        for words in _rough_commands(_text(root)):
+            args = [Arg(w) for word in words for w in _expand_braces(word)]
+            if args:
+                self.speculate("unparsed text", _join(args)).run_words(args, None)
 
     def inner_source(self, text: str, via: str) -> None:
         """Shell code given as a string (`bash -c`, `eval`, decoded base64): parse and classify it too."""
@@ -608,7 +608,17 @@ class _Analysis:
             return
         body = node.child_by_field_name("body")
         redirects = [c for c in node.named_children if c.type in _REDIRECT_TYPES]
-        stdin = self._redirects(redirects, stdin)
+        # `echo 'rm -rf /' > >(sh)`: what the body prints is what the process substitution reads
+        if body is not None:
+            stages = _redirected_stages(body)
+            data = stdin.data if stdin is not None else None
+            for stage in stages:
+                data = self._simulate(stage, data)
+            self.output = _Stdin("pipe", data, source=self._stage_label(stages[-1]))
+        try:
+            stdin = self._redirects(redirects, stdin)
+        finally:
+            self.output = None
         if body is not None:
             self.visit(body, stdin)
 
@@ -765,7 +775,7 @@ class _Analysis:
             if not args:
                 continue
             if args[0].text is None:
-                self._unknown_program(args, stdin, _excerpt(name_node))
+                self._unknown_program(args, stdin, _excerpt(name_node))  # the finding is recorded above
             elif dynamic:
                 self.nested(f"{_excerpt(name_node)} = {args[0].text}", decoded=_join(args)).run_words(args, stdin)
             else:
@@ -803,6 +813,15 @@ class _Analysis:
     def run_words(self, args: list[Arg], stdin: _Stdin | None) -> None:
         """Classify one simple command given as words; args[0] is the command name."""
         name = args[0].text
+        if name is None:
+            self.add(
+                MUTATING,
+                "dynamic-command",
+                "the command name is computed at run time, so the classifier cannot see for sure what runs",
+                structural=True,
+            )
+            self._unknown_program(args, stdin, _excerpt(args[0].node) if args[0].node else "...")
+            return
         if not name:
             return  # nothing runs: an empty name, or a piece the parser left missing
         if name in ("{", "}", "!"):
@@ -867,7 +886,7 @@ class _Analysis:
                 scope = self.nested(label, decoded=inner)
                 # `>(...)` reads what the outer command writes: a shell in there runs piped text
                 writes_into = current.children and current.children[0].type == ">("
-                feed = _Stdin("pipe", None, source="the command's output") if writes_into else None
+                feed = (self.output or _Stdin("pipe", source="its output")) if writes_into else None
                 for child in current.named_children:
                     scope.visit(child, feed)
                 continue
@@ -907,8 +926,7 @@ class _Analysis:
             inner_quoted = quoted or kind != "concatenation"
             return _product([self._segments(c, inner_quoted) for c in node.named_children])
         if kind in ("simple_expansion", "expansion"):
-            name = _plain_variable(node)
-            values = self.vars.get(name) if name else None
+            values = self._expansion_values(node)
             if values is None:
                 return [(_Seg(None),)]
             return [(_Seg(v, quoted=quoted, split=not quoted),) for v in sorted(values, key=lambda v: v or "")]
@@ -920,6 +938,34 @@ class _Analysis:
         if kind == "brace_expression":
             return [(_Seg(raw, quoted=quoted, glob=not quoted),)]
         return [(_Seg(None),)]
+
+    def _expansion_values(self, node: Node) -> frozenset[str | None] | None:
+        """Possible values of `$x`, `${x}`, `${x:-default}` or `${x:0:2}`; None when nothing is known."""
+        name = _plain_variable(node)
+        if name is not None:
+            return self._variable(name)
+        named = node.named_children
+        if node.type != "expansion" or not named or named[0].type != "variable_name":
+            return None
+        current = self._variable(_text(named[0])) or frozenset({None})
+        operators = [c.type for c in node.children if c.is_named is False and c.type not in ("${", "}")]
+        operands = named[1:]
+        if operators in ([":-"], ["-"], [":="], ["="]) and len(operands) == 1:
+            # unset (the usual case) gives the default, so both readings are followed
+            default = self.literal(operands[0])
+            return current | {default}
+        if operators in ([":"], [":", ":"]) and all(o.type == "number" for o in operands):
+            numbers = [int(_text(o)) for o in operands]
+            start, length = numbers[0], numbers[1] if len(numbers) > 1 else None
+            return frozenset(
+                None if v is None else (v[start:] if length is None else v[start:start + length]) for v in current
+            )
+        return None
+
+    def _variable(self, name: str) -> frozenset[str | None] | None:
+        if name == "IFS" and name not in self.vars:
+            return frozenset({" \t\n"})  # bash sets IFS itself; `cat${IFS}/etc/passwd` splits on it
+        return self.vars.get(name)
 
     def _fields(self, segments: tuple[_Seg, ...], node: Node, split: bool = True) -> list[Arg]:
         """Join pieces into words, applying word splitting to unquoted expansions."""
@@ -999,10 +1045,18 @@ class _Analysis:
                     data = None
                 elif descriptor is None or _text(descriptor) != "2":
                     return None  # stdout goes elsewhere
-        if not words or posixpath.basename(self.literal(words[0]) or "") not in _FILTERS:
+        name = posixpath.basename(self.literal(words[0]) or "") if words else ""
+        if name not in _FILTERS and name not in _WRAPPER_PARSERS:
             return None
-        texts = [self.literal(w) for w in words]
-        if any(t is None for t in texts):
+        args = [Arg(self.literal(w)) for w in words]
+        for _ in range(_MAX_NESTING):  # `sudo echo ...` prints what `echo ...` prints
+            parse = _WRAPPER_PARSERS.get(posixpath.basename(args[0].text or "")) if args else None
+            if parse is None:
+                break
+            commands = parse(args[1:]).commands
+            args = commands[0] if commands else []
+        texts = [a.text for a in args]
+        if not texts or any(t is None for t in texts):
             return None
         return _run_filter(texts, data)  # type: ignore[arg-type]
 
@@ -1120,23 +1174,10 @@ def _first_error(node: Node) -> Node | None:
     return None
 
 
-def _error_nodes(root: Node) -> list[Node]:
-    """The outermost ERROR nodes of a tree."""
-    found, pending = [], [root]
-    while pending:
-        current = pending.pop()
-        if current.is_error:
-            found.append(current)
-        else:
-            pending.extend(current.children)
-    return found
-
-
 def _rough_commands(text: str) -> list[list[str]]:
     """Split text that bash's grammar rejected into word lists at shell operators; [] if even that fails."""
     lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
     lexer.whitespace_split = True
-    lexer.commenters = ""
     try:
         tokens = list(lexer)
     except ValueError:
@@ -1181,6 +1222,21 @@ def _heredoc_tail(node: Node) -> Node | None:
                 if _is_pipe_tail(child):
                     return child
     return None
+
+
+def _redirected_stages(body: Node) -> list[Node]:
+    """The pipeline a trailing redirection feeds: tree-sitter hangs `a && b > f` on the whole list,
+    bash redirects only b (and in `a | b > f`, b's output, fed by a)."""
+    node = body
+    while True:
+        if node.type == "list" and node.named_children:
+            node = node.named_children[-1]
+            continue
+        stages, trailing = _pipeline_parts(node)
+        if trailing:
+            node = trailing[-1]
+            continue
+        return stages
 
 
 def _pipeline_stages(node: Node) -> list[Node]:
