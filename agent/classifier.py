@@ -3533,6 +3533,7 @@ _DESTRUCTIVE_SIMPLE = {
     "groupdel": "`groupdel` deletes a group",
     "deluser": "`deluser` deletes a user account",
     "nvidia-uninstall": "`nvidia-uninstall` removes the NVIDIA driver",
+    "nvidia-installer": "`nvidia-installer` installs or removes the NVIDIA driver",
     "cuda-uninstaller": "`cuda-uninstaller` removes a CUDA toolkit",
 }
 _MUTATING_SIMPLE = {
@@ -3604,7 +3605,9 @@ def _crontab(an: _Analysis, cmd: _Cmd) -> None:
 @_handles("dkms")
 def _dkms(an: _Analysis, cmd: _Cmd) -> None:
     sub = cmd.texts[0] if cmd.texts else None
-    if sub in ("remove", "uninstall", "unbuild"):
+    if sub in ("install", "build", "autoinstall") and any("nvidia" in (t or "") for t in cmd.texts):
+        an.add(DESTRUCTIVE, "dkms:driver-install", f"`dkms {sub}` of the NVIDIA module replaces the GPU driver")
+    elif sub in ("remove", "uninstall", "unbuild"):
         an.add(DESTRUCTIVE, f"dkms:{sub}", f"`dkms {sub}` removes a kernel module such as the GPU driver")
     elif sub == "status":
         an.allow(cmd, "dkms status")
@@ -3716,11 +3719,12 @@ def _shred(an: _Analysis, cmd: _Cmd) -> None:
 def _dd(an: _Analysis, cmd: _Cmd) -> None:
     for text in cmd.texts:
         if text and text.startswith("of="):
-            risk = _write_risk(text[3:])
-            if risk is not None and risk[0] is FORBIDDEN:
-                an.add(FORBIDDEN, "forbidden:dd", f"`dd of={text[3:]}` overwrites a raw disk or memory device")
+            target = text[3:]
+            risk = _write_risk(target)
+            if target.startswith("/dev/") and risk is not None:
+                an.add(FORBIDDEN, "forbidden:dd", f"`dd of={target}` writes raw data onto a device")
             elif risk is not None and risk[0] is DESTRUCTIVE:
-                an.write(Arg(text[3:]), "`dd`", "dd")
+                an.write(Arg(target), "`dd`", "dd")
     an.add(MUTATING, "mutating:dd", "`dd` copies raw data and writes it to its output")
 
 
@@ -3949,3 +3953,14 @@ def _mount(an: _Analysis, cmd: _Cmd) -> None:
         an.allow(cmd)  # without arguments mount only lists what is mounted
     else:
         an.add(MUTATING, "mutating:mount", "`mount` attaches a filesystem")
+
+
+@_handles("ubuntu-drivers")
+def _ubuntu_drivers(an: _Analysis, cmd: _Cmd) -> None:
+    sub = next((t for t in cmd.texts if t and not t.startswith("-")), None)
+    if sub in ("install", "autoinstall"):
+        an.add(DESTRUCTIVE, "ubuntu-drivers:install", f"`ubuntu-drivers {sub}` installs a GPU driver")
+    elif sub in ("list", "devices", "debug"):
+        an.allow(cmd, f"ubuntu-drivers {sub}")
+    else:
+        an.add(MUTATING, f"ubuntu-drivers:{sub or 'unknown'}", "`ubuntu-drivers` with these arguments is not read-only")

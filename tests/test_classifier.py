@@ -12,6 +12,7 @@ import re
 import shlex
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -193,6 +194,13 @@ def test_absolute_paths_to_allowlisted_programs_only_outside_writable_dirs():
 def test_nul_byte_is_never_read_only():
     assert classify("ls\x00; rm -rf /tmp/x").cls is not RiskClass.READ_ONLY
     assert classify("nvidia-smi -L\x00").cls is RiskClass.MUTATING
+
+
+def test_concurrent_calls_agree_with_sequential_ones():
+    commands = [c for c, _ in NEEDS_APPROVAL] + READ_ONLY
+    expected = [classify(c) for c in commands]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert list(pool.map(classify, commands)) == expected
 
 
 # --------------------------------------------------------------------------- properties
