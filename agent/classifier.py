@@ -536,7 +536,7 @@ class _Analysis:
                 "as read-only",
                 structural=True,
             )
-        else:
+        elif not self.speculative:
             self.allowed.append("[")
         self._visit_children(node, None)
 
@@ -646,7 +646,7 @@ class _Analysis:
                 scope.visit(stage, incoming)
             if index + 1 < len(stages):  # what flows on only matters to a next stage
                 data = self._simulate(stage, incoming.data if incoming is not None else None)
-                download = download or self._has_downloader(stage)
+                download = download or self.has_downloader(stage)
                 producers.append(self._stage_label(stage))
 
     def _redirects(self, redirects: list[Node], stdin: _Stdin | None) -> _Stdin | None:
@@ -680,11 +680,11 @@ class _Analysis:
         if operator in ("<", "<&"):
             substitution = _first_descendant(destination, "process_substitution")
             if substitution is not None:
-                output = self._substitution_output(substitution)
+                output = self.substitution_output(substitution)
                 return _Stdin(
                     "pipe",
                     output.encode() if output is not None else None,
-                    self._has_downloader(substitution),
+                    self.has_downloader(substitution),
                     "<(...)",
                 )
             return _Stdin("file", None, source=targets[0].text or "" if targets else "")
@@ -931,7 +931,7 @@ class _Analysis:
                 return [(_Seg(None),)]
             return [(_Seg(v, quoted=quoted, split=not quoted),) for v in sorted(values, key=lambda v: v or "")]
         if kind == "command_substitution":
-            output = self._substitution_output(node)
+            output = self.substitution_output(node)
             if output is None:
                 return [(_Seg(None),)]
             return [(_Seg(output.rstrip("\n"), quoted=quoted, split=not quoted),)]
@@ -1060,7 +1060,7 @@ class _Analysis:
             return None
         return _run_filter(texts, data)  # type: ignore[arg-type]
 
-    def _substitution_output(self, node: Node) -> str | None:
+    def substitution_output(self, node: Node) -> str | None:
         """The output of `$(...)` or `<(...)` when it is a chain of data-only commands."""
         statements = [c for c in node.named_children if c.type != "comment"]
         if len(statements) != 1:
@@ -1072,7 +1072,7 @@ class _Analysis:
                 return None
         return data.decode("utf-8", "replace") if data is not None else None
 
-    def _has_downloader(self, node: Node) -> bool:
+    def has_downloader(self, node: Node) -> bool:
         """Whether a network download (curl, wget, ...) runs anywhere inside node."""
         pending = [node]
         while pending:
@@ -2059,7 +2059,7 @@ def _run_code(an: _Analysis, cmd: _Cmd, code: Arg | None, language: str, via: st
         return
     if code.text is not None:
         an.code_text(code.text, language, via)
-    elif code.node is not None and an._has_downloader(code.node):
+    elif code.node is not None and an.has_downloader(code.node):
         an.add(
             FORBIDDEN,
             "forbidden:download-to-shell",
@@ -2214,7 +2214,7 @@ def _eval(an: _Analysis, cmd: _Cmd) -> None:
     an.add(MUTATING, "eval", "`eval` runs its arguments as shell code", structural=True, decoded=code)
     if code is not None:
         an.inner_source(code, "eval")
-    elif any(a.node is not None and an._has_downloader(a.node) for a in cmd.args):
+    elif any(a.node is not None and an.has_downloader(a.node) for a in cmd.args):
         an.add(FORBIDDEN, "forbidden:download-to-shell", "`eval` runs code fetched from the network unseen")
 
 
@@ -2466,13 +2466,13 @@ def _script(an: _Analysis, cmd: _Cmd, script: Arg, rest: list[Arg], language: st
     substitution = _first_descendant(script.node, "process_substitution") if script.node is not None else None
     if substitution is not None:
         an.add(MUTATING, rule, f"`{cmd.prog}` runs code produced by a process substitution")
-        if an._has_downloader(substitution):
+        if an.has_downloader(substitution):
             an.add(
                 FORBIDDEN,
                 "forbidden:download-to-shell",
                 f"`{cmd.prog} <(...)` runs a download as {_LANGUAGE_NAMES.get(language, language)} code unseen",
             )
-        output = an._substitution_output(substitution)
+        output = an.substitution_output(substitution)
         if output is not None:
             an.code_text(output, language, f"{cmd.prog} <(...)")
         return
