@@ -8,6 +8,7 @@ and artifact files all live here, once.
 
 from __future__ import annotations
 
+import codecs
 import enum
 import hashlib
 import inspect
@@ -151,6 +152,28 @@ class ToolContext:
     store: dict[str, Any] = field(default_factory=dict)
     # Secrets to keep out of anything a tool writes (backups, artifacts).
     redact: Callable[[str], str] = lambda text: text
+
+
+class OutputForwarder:
+    """A Host.run `on_output` that passes live output to the context's listeners as text.
+
+    Multi-byte characters split between chunks stay whole; call `flush()` when the command ends.
+    """
+
+    def __init__(self, ctx: ToolContext):
+        self.ctx = ctx
+        self.decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
+
+    def __call__(self, stream: str, chunk: bytes) -> None:
+        text = self.decoders[stream].decode(chunk)
+        if text:
+            self.ctx.emit("output", {"stream": stream, "text": text})
+
+    def flush(self) -> None:
+        for stream, decoder in self.decoders.items():
+            text = decoder.decode(b"", final=True)
+            if text:
+                self.ctx.emit("output", {"stream": stream, "text": text})
 
 
 # --------------------------------------------------------------------------- tools

@@ -217,13 +217,21 @@ class Host:
         pty: allocate a terminal (SSH only); stderr then arrives merged into stdout.
         Raises HostError only when the host itself cannot be used (unreachable, auth).
         """
+        result, _ = self._run(command, timeout=timeout, cwd=cwd, env=env, on_output=on_output, cancel=cancel,
+                              stdin=stdin, pty=pty)
+        return result
+
+    def _run(self, command, *, timeout=None, cwd=None, env=None, on_output=None, cancel=None, stdin=None,
+             pty=False) -> tuple[CommandResult, bytes]:
+        """What a transport implements: the result, and stdout's raw bytes."""
         raise NotImplementedError
 
     def read_file(self, path: str) -> bytes:
-        r = self.run(f"cat -- {shlex.quote(path)}")
+        # The raw bytes: the decoded text of a CommandResult would mangle a binary file.
+        r, raw = self._run(f"cat -- {shlex.quote(path)}")
         if not r.ok:
             raise HostError(f"{self.name}: cannot read {path}: {r.stderr.strip() or 'exit ' + str(r.exit_code)}")
-        return r.stdout.encode("utf-8", "surrogateescape")
+        return raw
 
     def write_file(self, path: str, data: bytes) -> None:
         r = self.run(f"cat > {shlex.quote(path)}", stdin=data)
@@ -240,19 +248,6 @@ class LocalHost(Host):
     def __init__(self, spec: HostSpec):
         self.spec = spec
         self._slots = threading.BoundedSemaphore(max(1, spec.max_sessions))
-
-    def run(self, command, *, timeout=None, cwd=None, env=None, on_output=None, cancel=None, stdin=None,
-            pty=False):
-        result, _ = self._run(command, timeout=timeout, cwd=cwd, env=env, on_output=on_output, cancel=cancel,
-                              stdin=stdin, pty=pty)
-        return result
-
-    def read_file(self, path: str) -> bytes:
-        # The raw bytes: the decoded text of a CommandResult would mangle a binary file.
-        r, raw = self._run(f"cat -- {shlex.quote(path)}")
-        if not r.ok:
-            raise HostError(f"{self.name}: cannot read {path}: {r.stderr.strip() or 'exit ' + str(r.exit_code)}")
-        return raw
 
     def _run(self, command, *, timeout=None, cwd=None, env=None, on_output=None, cancel=None, stdin=None,
              pty=False) -> tuple[CommandResult, bytes]:

@@ -526,19 +526,6 @@ class SSHHost(Host):
 
     # -- running commands
 
-    def run(self, command, *, timeout=None, cwd=None, env=None, on_output=None, cancel=None, stdin=None,
-            pty=False):
-        result, _ = self._run(command, timeout=timeout, cwd=cwd, env=env, on_output=on_output, cancel=cancel,
-                              stdin=stdin, pty=pty)
-        return result
-
-    def read_file(self, path: str) -> bytes:
-        # The raw bytes: the decoded text of a CommandResult would mangle a binary file.
-        r, raw = self._run(f"cat -- {shlex.quote(path)}")
-        if not r.ok:
-            raise HostError(f"{self.name}: cannot read {path}: {r.stderr.strip() or 'exit ' + str(r.exit_code)}")
-        return raw
-
     def remote_command_line(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None,
                             pty: bool = False) -> str:
         """The exact line sent to sshd for `command`."""

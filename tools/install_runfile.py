@@ -15,7 +15,7 @@ import time
 
 from pydantic import BaseModel, Field, field_validator
 
-from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, truncate_for_model
+from tools.base import Action, OutputForwarder, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, truncate_for_model
 from tools.hosts import HostError
 
 RUNFILE_NAME = re.compile(r"cuda_(?P<cuda>\d+\.\d+\.\d+)_(?P<driver>\d+\.\d+(?:\.\d+)?)_linux(?:_sbsa)?\.run$")
@@ -133,9 +133,10 @@ class InstallRunfile(Tool):
         def sh(cmd: str, timeout: float = 120, what: str | None = None):
             if what:
                 ctx.emit("progress", {"step": what})
-            return host.run(cmd, timeout=timeout, cancel=ctx.cancel,
-                            on_output=lambda s, b: ctx.emit("output", {"stream": s,
-                                                                       "text": b.decode("utf-8", "replace")}))
+            forward = OutputForwarder(ctx)
+            result = host.run(cmd, timeout=timeout, cancel=ctx.cancel, on_output=forward)
+            forward.flush()
+            return result
 
         # ---------------------------------------------------------- preflight (writes nothing)
         t0 = time.monotonic()

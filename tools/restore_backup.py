@@ -7,7 +7,7 @@ import shlex
 
 from pydantic import BaseModel, Field
 
-from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, truncate_for_model
+from tools.base import Action, OutputForwarder, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, truncate_for_model
 from tools.hosts import HostError
 from tools.pip_freeze_backup import PIP_ENV, parse_freeze, read_backup
 
@@ -73,8 +73,9 @@ class RestoreBackup(Tool):
 
         def pip(cmd: str, what: str) -> str:
             ctx.emit("progress", {"step": what})
-            r = host.run(f"{q} -m pip {cmd}", timeout=1800, env=PIP_ENV, cancel=ctx.cancel,
-                         on_output=lambda s, b: ctx.emit("output", {"stream": s, "text": b.decode("utf-8", "replace")}))
+            forward = OutputForwarder(ctx)
+            r = host.run(f"{q} -m pip {cmd}", timeout=1800, env=PIP_ENV, cancel=ctx.cancel, on_output=forward)
+            forward.flush()
             if not r.ok:
                 raise ToolError(f"`pip {cmd}` failed (exit {r.exit_code}) while restoring {args.backup_id}: "
                                 f"{truncate_for_model((r.stderr or r.stdout).strip(), 2000)}")

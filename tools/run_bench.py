@@ -12,7 +12,6 @@ tests/data/bench/.
 
 from __future__ import annotations
 
-import codecs
 import json
 import math
 import re
@@ -23,7 +22,7 @@ from typing import Callable
 
 from pydantic import BaseModel, Field, field_validator
 
-from tools.base import Action, StrictArgs, Tool, ToolContext, ToolError
+from tools.base import Action, OutputForwarder, StrictArgs, Tool, ToolContext, ToolError
 from tools.hosts import CommandResult, HostError, check_env_names
 
 STORE_KEY = "run_bench"  # ctx.store[STORE_KEY][label] -> the Result of that label, as a dict
@@ -534,7 +533,7 @@ class RunBench(Tool):
         return baseline
 
     def _run_once(self, ctx: ToolContext, host, args: RunBenchArgs, what: str) -> CommandResult:
-        forward = _OutputForwarder(ctx)
+        forward = OutputForwarder(ctx)
         try:
             r = host.run(args.command, timeout=args.timeout, cwd=args.cwd, env=args.env, on_output=forward,
                          cancel=ctx.cancel)
@@ -613,22 +612,3 @@ def _whole_output(args: RunBenchArgs, r: CommandResult) -> str:
 
 def _num(v: float) -> str:
     return f"{v:.6g}" if math.isfinite(v) else str(v)
-
-
-class _OutputForwarder:
-    """Live output to listeners as text; multi-byte characters split between chunks stay whole."""
-
-    def __init__(self, ctx: ToolContext):
-        self.ctx = ctx
-        self.decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
-
-    def __call__(self, stream: str, chunk: bytes) -> None:
-        text = self.decoders[stream].decode(chunk)
-        if text:
-            self.ctx.emit("output", {"stream": stream, "text": text})
-
-    def flush(self) -> None:
-        for stream, decoder in self.decoders.items():
-            text = decoder.decode(b"", final=True)
-            if text:
-                self.ctx.emit("output", {"stream": stream, "text": text})

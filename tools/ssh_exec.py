@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import codecs
 import re
 import shlex
 
 from pydantic import BaseModel, Field, field_validator
 
-from tools.base import MODEL_OUTPUT_LIMIT, Action, StrictArgs, Tool, ToolContext, ToolError, truncate_for_model
+from tools.base import (MODEL_OUTPUT_LIMIT, Action, OutputForwarder, StrictArgs, Tool, ToolContext, ToolError,
+                        truncate_for_model)
 from tools.hosts import HostError
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -86,7 +86,7 @@ class SSHExec(Tool):
     def run(self, ctx: ToolContext, args: SSHExecArgs) -> SSHExecResult:
         try:
             host = ctx.hosts.get(args.host)
-            forward = _OutputForwarder(ctx)
+            forward = OutputForwarder(ctx)
             r = host.run(args.command, timeout=args.timeout, cwd=args.cwd, env=args.env, on_output=forward,
                          cancel=ctx.cancel)
             forward.flush()
@@ -146,22 +146,3 @@ def _save_if_long(ctx: ToolContext, stream: str, text: str) -> str | None:
     if len(text.encode("utf-8", "replace")) <= MODEL_OUTPUT_LIMIT:
         return None
     return ctx.artifacts.save(f"{ctx.call_id}-{stream}.txt", ctx.redact(text))
-
-
-class _OutputForwarder:
-    """Live output to listeners as text; multi-byte characters split between chunks stay whole."""
-
-    def __init__(self, ctx: ToolContext):
-        self.ctx = ctx
-        self.decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
-
-    def __call__(self, stream: str, chunk: bytes) -> None:
-        text = self.decoders[stream].decode(chunk)
-        if text:
-            self.ctx.emit("output", {"stream": stream, "text": text})
-
-    def flush(self) -> None:
-        for stream, decoder in self.decoders.items():
-            text = decoder.decode(b"", final=True)
-            if text:
-                self.ctx.emit("output", {"stream": stream, "text": text})
