@@ -17,17 +17,10 @@ TOOLS = {
 
 
 def default_tools(names: list[str] | None = None) -> list:
-    """Instances of the project's tools (those whose modules are present), in a stable order."""
+    """Instances of the project's tools, in the order the model sees them."""
     out = []
     for name, ref in TOOLS.items():
-        if names is not None and name not in names:
-            continue
-        module, cls = ref.split(":")
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name == module:
-                continue  # not built yet in this checkout
-            raise
-        out.append(getattr(mod, cls)())
+        if names is None or name in names:
+            module, cls = ref.split(":")
+            out.append(getattr(importlib.import_module(module), cls)())
     return out
