@@ -28,24 +28,25 @@ def capture_final_state(session: Session) -> None:
     """For each host in scope: pip freeze of the interpreter backed up (or the default) and inspect_host."""
     backed_up = {r.host: r.target for r in session.gate.ledger.all()}
     for host_name in sorted(session.gate.scope):
+        python = backed_up.get(host_name)
+        freeze_text = inspect = None
+        errors: list[str] = []
         try:
             host = session.hosts.get(host_name)
-        except HostError as e:
-            session.emit("final_state", host=host_name, python=None, freeze=None, inspect=None, error=str(e))
-            continue
-        python = backed_up.get(host_name) or host.spec.python or "python3"
-        freeze = host.run(f"{shlex.quote(python)} -m pip freeze --all", timeout=300,
-                          env={"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-        inspect = None
-        error = None if freeze.ok else f"pip freeze failed: {(freeze.stderr or freeze.stdout).strip()[-300:]}"
-        try:
+            python = python or host.spec.python or "python3"
+            freeze = host.run(f"{shlex.quote(python)} -m pip freeze --all", timeout=300,
+                              env={"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+            if freeze.ok:
+                freeze_text = freeze.stdout
+            else:
+                errors.append(f"pip freeze failed: {(freeze.stderr or freeze.stdout).strip()[-300:]}")
             tool = InspectHost()
             ctx = ToolContext(hosts=session.hosts, artifacts=session.artifacts, call_id="final_state")
             inspect = tool.run(ctx, tool.parse_args({"host": host_name, "python": python})).model_dump(mode="json")
-        except ToolError as e:
-            error = (error + "; " if error else "") + f"inspect_host failed: {e}"
-        session.emit("final_state", host=host_name, python=python, freeze=freeze.stdout if freeze.ok else None,
-                     inspect=inspect, error=error)
+        except (HostError, ToolError) as e:  # an unreachable host is a fact of the final state, not a crash
+            errors.append(str(e))
+        session.emit("final_state", host=host_name, python=python, freeze=freeze_text, inspect=inspect,
+                     error="; ".join(errors) or None)
 
 
 def run_checks(goal: Goal, session: Session) -> bool:

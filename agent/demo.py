@@ -78,7 +78,11 @@ def demo(args) -> int:
     work.mkdir(parents=True, exist_ok=True)
     say("Building a simulated GPU host: 8x NVIDIA RTX PRO 6000 Blackwell, driver 590.48.01 (CUDA 13.1), "
         "toolkit 12.8, torch 2.10.0+cu128 ...")
-    sim = build_sim(work / "sim")
+    try:
+        sim = build_sim(work / "sim")
+    except FileExistsError as e:
+        print(f"agent: {e}; give --dir a new or empty directory", file=sys.stderr)
+        return 2
     say(f"  host `sim` at {sim.root}")
 
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL") or args.base_url:

@@ -130,6 +130,9 @@ def load_goal(path: Path) -> Goal:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise GoalError(f"{path}: cannot read the goal file: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise GoalError(f"{path}:{line}: not UTF-8 text (byte {e.object[e.start]:#04x}); save the file as UTF-8") from None
     yaml = YAML(typ="rt")
     try:
         data = yaml.load(text)

@@ -17,7 +17,7 @@ from agent.model import Model, ModelError, OpenAIModel
 from agent.safety import Approver, Authorization, SafetyPolicy
 from agent.transcript import Redactor, TranscriptWriter, new_transcript_path
 from tools import default_tools
-from tools.base import Registry
+from tools.base import ArgumentError, Registry
 from tools.hosts import HostPool, HostSpec
 
 DEFAULT_MODEL = "gpt-4.1"
@@ -103,7 +103,10 @@ def build_session(
             built_sims[entry.name] = sim
     policy = SafetyPolicy(scope={s.name for s in specs}, mode=mode, approver=approver,
                           authorizations=list(authorizations or []), plan=plan)
-    writer = TranscriptWriter(transcript, Redactor(secrets=secrets))
+    try:
+        writer = TranscriptWriter(transcript, Redactor(secrets=secrets))
+    except FileExistsError as e:
+        raise SessionConfigError(str(e)) from None
     pool = HostPool(specs)
     info = {"versions": versions(), "host_specs": [_spec_info(s) for s in specs], **(start_info or {})}
     session = Session(model=model, registry=Registry(default_tools()), gate=policy, transcript=writer,
@@ -158,10 +161,10 @@ def exit_code_for(outcome: Outcome, session: Session, checks_ok: bool | None) ->
         return EXIT_BUDGET
     if outcome.status == "model_error" and session.turns <= 1:
         return EXIT_USAGE  # the endpoint never answered: a configuration problem
-    if outcome.status == "done" and checks_ok is not False:
+    if outcome.status == "done" and (checks_ok is True or (checks_ok is None and not session.refused)):
         return EXIT_OK
     if session.refused and checks_ok is not True:
-        return EXIT_REFUSED
+        return EXIT_REFUSED  # with no checks to say otherwise, a refused step may have been needed
     return EXIT_FAILED
 
 
@@ -199,29 +202,34 @@ def busy(view):
 
 
 def execute_goal(goal: Goal, session: Session) -> int:
-    """Run the goal to its end, verify it, record the result, close the session; the exit code."""
+    """Run the goal to its end, verify it, record the result, close the session; the exit code.
+
+    The transcript is closed with its end event whatever happens on the way, checks included.
+    """
     from agent.checks import capture_final_state, run_checks
 
+    outcome = Outcome("crashed", "")
     try:
-        outcome = session.send(goal_message(goal))
-    except KeyboardInterrupt:
-        outcome = Outcome("interrupted", "interrupted by the operator")
+        try:
+            outcome = session.send(goal_message(goal))
+        except KeyboardInterrupt:
+            outcome = Outcome("interrupted", "interrupted by the operator")
+        checks_ok: bool | None = None
+        try:
+            if outcome.status != "interrupted" and not session.gate.plan:
+                capture_final_state(session)
+                checks_ok = run_checks(goal, session) if goal.success else None
+        except KeyboardInterrupt:
+            outcome = Outcome("interrupted", "interrupted by the operator during the final checks")
+        code = exit_code_for(outcome, session, checks_ok)
+        reason = {0: "goal met" if not session.gate.plan else "dry run complete", 3: "a needed step was refused",
+                  4: outcome.reason, 130: outcome.reason}.get(code, outcome.reason if outcome.status != "done"
+                                                              else "success checks failed")
+        session.emit("goal_result", met=code == 0 and not session.gate.plan, exit_code=code, reason=reason,
+                     checks_ok=checks_ok)
     except BaseException as e:
         session.close("crashed", f"{type(e).__name__}: {e}")
         raise
-    checks_ok: bool | None = None
-    try:
-        if outcome.status != "interrupted" and not session.gate.plan:
-            capture_final_state(session)
-            checks_ok = run_checks(goal, session) if goal.success else None
-    except KeyboardInterrupt:
-        outcome = Outcome("interrupted", "interrupted by the operator during the final checks")
-    code = exit_code_for(outcome, session, checks_ok)
-    reason = {0: "goal met" if not session.gate.plan else "dry run complete", 3: "a needed step was refused",
-              4: outcome.reason, 130: outcome.reason}.get(code, outcome.reason if outcome.status != "done"
-                                                          else "success checks failed")
-    session.emit("goal_result", met=code == 0 and not session.gate.plan, exit_code=code, reason=reason,
-                 checks_ok=checks_ok)
     session.close(outcome.status, outcome.reason)
     return code
 
@@ -240,7 +248,10 @@ def exec_one(args) -> int:
     entry = host_entry_from_flag(args.host, args.trust_host_key)
     spec, _ = host_spec(entry)
     tool = SSHExec()
-    parsed = tool.parse_args({"host": spec.name, "command": command, "timeout": args.timeout})
+    try:
+        parsed = tool.parse_args({"host": spec.name, "command": command, "timeout": args.timeout})
+    except ArgumentError as e:
+        raise SessionConfigError(str(e)) from None
     action = tool.action(parsed)
     policy = SafetyPolicy(scope={spec.name}, mode="scripted")
     decision = policy.decide(tool.name, action)

@@ -628,29 +628,41 @@ class _RemoteRun:
         deadline = None if timeout is None else time.monotonic() + timeout
         timed_out = cancelled = False
         give_up_at = None
-        while True:
-            if self._read_available():
-                continue
-            if chan.closed or (chan.eof_received and chan.exit_status_ready()):
-                if not self._read_available():
+        try:
+            while True:
+                if self._read_available():
+                    continue
+                if chan.closed or (chan.eof_received and chan.exit_status_ready()):
+                    if not self._read_available():
+                        break
+                    continue
+                now = time.monotonic()
+                if give_up_at is None:
+                    if deadline is not None and now >= deadline:
+                        timed_out = True
+                    elif cancel is not None and cancel.is_set():
+                        cancelled = True
+                    if timed_out or cancelled:
+                        self._start_kill()
+                        give_up_at = now + KILL_GRACE_S + DRAIN_AFTER_KILL_S
+                elif now >= give_up_at:
                     break
-                continue
-            now = time.monotonic()
-            if give_up_at is None:
-                if deadline is not None and now >= deadline:
-                    timed_out = True
-                elif cancel is not None and cancel.is_set():
-                    cancelled = True
-                if timed_out or cancelled:
-                    self._start_kill()
-                    give_up_at = now + KILL_GRACE_S + DRAIN_AFTER_KILL_S
-            elif now >= give_up_at:
-                break
-            wait = 0.1 if deadline is None or give_up_at is not None else max(0.0, min(0.1, deadline - now))
-            if chan.eof_received:
-                chan.status_event.wait(wait)  # no more output to wait for; wait for the exit status
-            else:
-                self.ready.wait(wait)
+                wait = 0.1 if deadline is None or give_up_at is not None else max(0.0, min(0.1, deadline - now))
+                if chan.eof_received:
+                    chan.status_event.wait(wait)  # no more output to wait for; wait for the exit status
+                else:
+                    self.ready.wait(wait)
+        except BaseException:
+            # Ctrl-C (or anything else) while waiting: the remote command must not outlive us.
+            self.on_output = None
+            give_up = time.monotonic() + 2
+            while self.pgid is None and self.pending is not None and time.monotonic() < give_up:
+                if not self._read_available():  # its process group is announced first thing on stderr
+                    self.ready.wait(0.05)
+            if self.pgid is not None:
+                self.host._kill_group(self.transport, self.pgid)
+            chan.close()
+            raise
         self._flush_pending()
         chan.close()
         if self.kill_thread is not None:
