@@ -88,11 +88,15 @@ def classify(command: str) -> Risk:
 def classify_workload(command: str) -> Risk:
     """Like classify, but the known benchmark entry points count as read-only workloads.
 
-    Only when the rest of the command is clean by the same rules; otherwise the
-    answer is exactly classify(command).
+    Only when the rest of the command is clean by the same rules; otherwise the answer is
+    classify(command), or what the workload reading found when that is worse.
     """
     risk = _classify(command, workload=True)
-    return risk if risk.cls is READ_ONLY else classify(command)
+    if risk.cls is READ_ONLY:
+        return risk
+    general = classify(command)
+    # What the workload reading found (e.g. --trust-remote-code) may be worse than the general one.
+    return risk if risk.cls.rank > general.cls.rank else general
 
 
 def _classify(command: str, workload: bool) -> Risk:
@@ -197,6 +201,7 @@ class _Analysis:
 
     def __init__(self, workload: bool):
         self.workload = workload
+        self.changed_dir = False  # a `cd` ran earlier: relative paths no longer mean the project's files
         self.findings: list[_Finding] = []
         self.allowed: list[str] = []  # allowlisted commands seen, for the read-only reason
         self.trees: list = []  # keeps parse trees (and so their nodes) alive
@@ -250,6 +255,8 @@ class _Analysis:
         """The command passed its allowlist check; it stays read-only unless something else says otherwise."""
         if self.speculative:
             return
+        if cmd.prog == "cd":
+            self.changed_dir = True
         if "/" in cmd.name and not _trusted_path(cmd.name):
             self.add(
                 MUTATING,
@@ -269,13 +276,28 @@ class _Analysis:
         self.allowed.append(label or cmd.prog)
 
     def allow_workload(self, cmd: _Cmd, label: str) -> None:
-        """A known benchmark entry point, run by a plain, absolute or ./ interpreter path."""
+        """A known benchmark entry point, run by a plain or absolute interpreter path, with arguments
+        that neither write files nor run code fetched with the model."""
         if self.speculative:
             return
         name = cmd.name
-        if "/" in name and not (name.startswith("./") or _trusted_path(name)) or ".." in name.split("/"):
+        if "/" in name and not _trusted_path(name) or ".." in name.split("/"):
+            # `./python3` is whatever lies in a directory the model chose, not an interpreter we know.
             self.add(MUTATING, "unknown-command", f"`{name}` is an interpreter at an untrusted path")
             return
+        if label.startswith("benchmarks/") and self.changed_dir:
+            self.add(MUTATING, "workload:cd", f"after `cd`, `{label}` is whatever lies in that directory, not the "
+                                              f"project's benchmark script")
+            return
+        for arg in cmd.args:
+            flag = (arg.text or "").split("=", 1)[0]
+            if flag == "--trust-remote-code":
+                self.add(DESTRUCTIVE, "workload:--trust-remote-code",
+                         f"`{label}` with --trust-remote-code runs code downloaded with the model")
+                return
+            if flag.startswith(_WORKLOAD_WRITE_FLAGS):
+                self.add(MUTATING, f"workload:{flag}", f"`{label}` with {flag} writes files on the host")
+                return
         self.allowed.append(f"workload:{label}")
 
     def verdict(self) -> Risk:
@@ -2247,6 +2269,10 @@ def _alias(an: _Analysis, cmd: _Cmd) -> None:
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "rbash", "yash", "posh"})
 _PYTHON_NAME = re.compile(r"python(\d+(\.\d+)?)?")
 _WORKLOAD_PYTHON = re.compile(r"python(3(\.\d+)?)?")
+# Benchmark options that write files (results, traces, logs): the run is then no longer read-only.
+_WORKLOAD_WRITE_FLAGS = ("--output-file", "--output-dir", "--output-json", "--output-path", "--result", "--save",
+                         "--profile", "--torch-profile", "--log-file", "--dump", "--append-result", "--export",
+                         "--trace")
 _WORKLOAD_MODULES = frozenset({"sglang.bench_serving", "sglang.bench_one_batch", "sglang.bench_offline_throughput"})
 _BENCHMARK_SCRIPT = re.compile(r"(\./)?benchmarks/[A-Za-z0-9_][A-Za-z0-9_.-]*\.py")
 

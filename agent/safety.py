@@ -182,8 +182,22 @@ class Gate(Protocol):
 # assignment before the command, which is never read-only.
 WORKLOAD_ENV = re.compile(
     r"CUDA_HOME|CUDA_PATH|CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|CUDA_LAUNCH_BLOCKING|CUDA_MODULE_LOADING"
-    r"|NCCL_(?!NET_PLUGIN|TUNER_PLUGIN|PROFILER_PLUGIN)[A-Z0-9_]+|OMP_NUM_THREADS|MKL_NUM_THREADS"
-    r"|TOKENIZERS_PARALLELISM|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE|PYTORCH_CUDA_ALLOC_CONF")
+    r"|NCCL_(DEBUG|DEBUG_SUBSYS|P2P_DISABLE|P2P_LEVEL|IB_DISABLE|SHM_DISABLE|ALGO|PROTO|NVLS_ENABLE"
+    r"|SOCKET_IFNAME|MIN_NCHANNELS|MAX_NCHANNELS|CUMEM_ENABLE)"
+    r"|OMP_NUM_THREADS|MKL_NUM_THREADS|TOKENIZERS_PARALLELISM|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE"
+    r"|PYTORCH_CUDA_ALLOC_CONF")
+# A toolkit setting must name a toolkit directory: JIT compilers run $CUDA_HOME/bin/nvcc.
+TOOLKIT_DIR = re.compile(r"(/[^/\0]+)*/usr/local/cuda(-\d+(\.\d+)*)?/?")
+
+
+def _unsafe_workload_env(env: dict[str, str]) -> list[str]:
+    unsafe = []
+    for name, value in env.items():
+        if not WORKLOAD_ENV.fullmatch(name):
+            unsafe.append(name)
+        elif name in ("CUDA_HOME", "CUDA_PATH") and (not TOOLKIT_DIR.fullmatch(value) or "/../" in value + "/"):
+            unsafe.append(f"{name}={value}")
+    return sorted(unsafe)
 
 
 def classify_action(action: Action) -> Risk:
@@ -206,7 +220,7 @@ def classify_action(action: Action) -> Risk:
         return classify_workload(action.subject)
     cwd = action.facts.get("cwd")
     risk = classify_workload(command if cwd is None else f"cd {shlex.quote(cwd)} && {command}")
-    unsafe = sorted(name for name in env if not WORKLOAD_ENV.fullmatch(name))
+    unsafe = _unsafe_workload_env(env)
     if unsafe:
         return Risk(cls=risk.cls.at_least(RiskClass.MUTATING), rule="workload:env",
                     reason=f"the benchmark's environment sets {', '.join(unsafe)}, which can change what code runs")

@@ -100,7 +100,9 @@ def test_benchmark_entry_points_are_read_only_only_as_workloads(command):
 def test_workload_refusals_fall_back_to_classify(command, expected):
     risk = classify_workload(command)
     assert risk.cls is expected, f"{command!r}: {risk.cls.value} by {risk.rule}: {risk.reason}"
-    assert risk == classify(command)
+    # The general answer, unless the workload reading found worse (e.g. --trust-remote-code).
+    general = classify(command)
+    assert risk == general or (risk.cls.rank > general.cls.rank and risk.rule.startswith("workload:"))
 
 
 @pytest.mark.parametrize("command", [c for c, _ in NEEDS_APPROVAL[:40]] + READ_ONLY[:20])

@@ -237,6 +237,8 @@ def test_a_benchmark_may_set_the_toolkit_but_not_load_code_through_its_environme
 
     assert risk({"CUDA_HOME": "/usr/local/cuda-13.0", "CUDA_VISIBLE_DEVICES": "0,1"}).cls.value == "read-only"
     assert risk({}, cwd="/srv/bench").cls.value == "read-only"
-    for name in ("LD_PRELOAD", "PYTHONPATH", "PATH", "NCCL_NET_PLUGIN"):
+    assert risk({"CUDA_HOME": "/tmp/sim/usr/local/cuda-13.0"}).cls.value == "read-only"  # a sysroot's toolkit
+    for name in ("LD_PRELOAD", "PYTHONPATH", "PATH", "NCCL_NET_PLUGIN", "NCCL_DEBUG_FILE", "CUDA_HOME"):
         r = risk({name: "/tmp/x"})
         assert r.cls.value == "mutating" and r.rule == "workload:env" and name in r.reason
+    assert risk({"CUDA_HOME": "/usr/local/cuda-13.0/../../../tmp/x/usr/local/cuda"}).rule == "workload:env"
