@@ -19,6 +19,7 @@ Errors name the file, the line and the key.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -103,8 +104,10 @@ class Goal(BaseModel):
     @field_validator("hosts", mode="before")
     @classmethod
     def _names_to_entries(cls, v: Any) -> Any:
+        # As on the command line: `local` is this machine, `sim` a fresh simulated host, others SSH.
+        special = {"local": {"name": "local", "transport": "local"}, "sim": {"name": "sim", "transport": "sim"}}
         if isinstance(v, list):
-            return [{"name": h} if isinstance(h, str) else h for h in v]
+            return [special.get(h, {"name": h}) if isinstance(h, str) else h for h in v]
         return v
 
     @model_validator(mode="after")
@@ -115,10 +118,32 @@ class Goal(BaseModel):
         for i, a in enumerate(self.authorizations):
             if a.host != "*" and a.host not in names:
                 raise ValueError(f"authorizations[{i}] names host {a.host!r}, which is not in hosts {names}")
+            if a.tool is not None:
+                _check_tool_authorization(i, a.tool, a.args)
+        for i, c in enumerate(self.success):
+            spec = c.toolkit or c.command
+            if spec is not None and spec.host is not None and spec.host not in names:
+                raise ValueError(f"success[{i}] names host {spec.host!r}, which is not in hosts {names}")
         return self
 
     def host_names(self) -> list[str]:
         return [h.name for h in self.hosts]
+
+
+def _check_tool_authorization(i: int, tool: str, args: dict[str, Any]) -> None:
+    """An authorization that can never match is a mistake: name the tool and the argument."""
+    from tools import TOOLS, default_tools
+
+    if tool not in TOOLS:
+        raise ValueError(f"authorizations[{i}].tool {tool!r} is not a tool; tools: {', '.join(TOOLS)}")
+    fields = default_tools([tool])[0].Args.model_fields
+    for key, value in args.items():
+        if key not in fields:
+            raise ValueError(f"authorizations[{i}].args.{key} is not an argument of {tool}; "
+                             f"its arguments: {', '.join(fields)}")
+        if fields[key].annotation in (str, str | None) and not isinstance(value, str):
+            raise ValueError(f"authorizations[{i}].args.{key} must be a string: write it in quotes, "
+                             f"e.g. {key}: \"{value}\"")
 
 
 def load_goal(path: Path) -> Goal:
@@ -148,9 +173,13 @@ def load_goal(path: Path) -> Goal:
         problems = []
         for err in e.errors():
             loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+            msg = err["msg"].removeprefix("Value error, ")
+            named = re.match(r"(authorizations|success)\[(\d+)\]", msg)
+            if not loc and named:  # a check across keys names the entry it is about
+                loc = [named.group(1), int(named.group(2))]
+                msg = msg[named.end():].lstrip(".: ") or msg
             key = _dotted(loc) or "(top level)"
             line = _line_of(data, loc)
-            msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
                 msg = "unknown key"
             elif err["type"] == "missing":

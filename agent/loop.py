@@ -68,8 +68,9 @@ class PreparedCall:
 
     @property
     def exclusive(self) -> bool:
-        """Runs alone on its host: anything that is not read-only."""
-        return self.decision is None or self.decision.risk.cls is not RiskClass.READ_ONLY
+        """Runs alone on its host: anything that is not read-only, and what asks for the host alone."""
+        return (self.decision is None or self.decision.risk.cls is not RiskClass.READ_ONLY
+                or (self.action is not None and self.action.exclusive))
 
 
 @dataclass

@@ -118,8 +118,8 @@ class Authorization(BaseModel):
 
     Exactly one of `command` (the exact command), `command_prefix` (whole words at the
     start of a single simple command; mutating steps only) or `tool` (a typed tool,
-    with `args` its arguments must match) says what is allowed, on `host` ("*" = every
-    host in scope).
+    with `args` its arguments must match; a string value ending in `*` matches by prefix)
+    says what is allowed, on `host` ("*" = every host in scope).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -155,7 +155,14 @@ class Authorization(BaseModel):
             return False
         if risk.cls is RiskClass.DESTRUCTIVE and not self.destructive:
             return False
-        return all(action.facts.get(k) == v for k, v in self.args.items())
+        return all(_fact_matches(action.facts.get(k), v) for k, v in self.args.items())
+
+
+def _fact_matches(fact: Any, wanted: Any) -> bool:
+    """Equality; a string ending in `*` matches by prefix (`runfile: "https://developer.download.nvidia.com/*"`)."""
+    if isinstance(wanted, str) and wanted.endswith("*"):
+        return isinstance(fact, str) and fact.startswith(wanted[:-1])
+    return fact == wanted
 
 
 def simple_command_words(command: str) -> list[str] | None:
@@ -200,6 +207,20 @@ def _unsafe_workload_env(env: dict[str, str]) -> list[str]:
     return sorted(unsafe)
 
 
+def _with_interpreter(risk: Risk, interpreter: str | None) -> Risk:
+    """A tool that runs an interpreter the model named is no safer than running that program."""
+    if not interpreter:
+        return risk
+    from agent.classifier import classify
+
+    probe = classify(f"{shlex.quote(interpreter)} -VV")
+    if probe.cls is RiskClass.READ_ONLY:
+        return risk
+    return Risk(cls=risk.cls.at_least(probe.cls).at_least(RiskClass.MUTATING), rule="interpreter",
+                reason=f"runs {interpreter!r}, which is not a Python interpreter the classifier accepts "
+                       f"({probe.reason}); leave `python` out to use the host's configured one")
+
+
 def classify_action(action: Action) -> Risk:
     """An action's risk: declared by the tool, or (for shell commands) from the classifier.
 
@@ -208,10 +229,10 @@ def classify_action(action: Action) -> Risk:
     else in that command is still classified as usual, and its environment may only hold
     the settings in WORKLOAD_ENV.
     """
-    if action.risk is not None:
-        return action.risk
     from agent.classifier import classify, classify_workload
 
+    if action.risk is not None:
+        return _with_interpreter(action.risk, action.facts.get("interpreter"))
     if not action.facts.get("workload"):
         return classify(action.subject)
     env = action.facts.get("env") or {}
@@ -258,8 +279,10 @@ class SafetyPolicy:
         needs = "approval" if risk.cls is RiskClass.MUTATING else "approval, asked one by one"
         if self.plan:
             return verdict(Verdict.SKIP, risk, "plan", f"needs a backup of {action.host} and {needs}")
-        if risk.rule == "backup":
-            # Taking a backup writes only its own new directory; it is what makes later steps possible.
+        if risk.rule == "backup" and risk.cls is RiskClass.MUTATING:
+            # A tool's own declaration (never the classifier's or the model's): a backup step writes only
+            # a new directory. Anything riskier, or a backup of an interpreter the model named that the
+            # classifier does not accept (rule "interpreter"), goes through backup and approval as usual.
             return verdict(Verdict.ALLOW, risk, "backup", "a backup writes only its own timestamped directory")
         backup = self.ledger.latest_verified(action.host) if action.host else None
         if action.host is not None and backup is None:

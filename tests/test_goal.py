@@ -51,3 +51,22 @@ def test_bad_yaml_names_the_line(tmp_path):
     p = write(tmp_path, "goal: g\nhosts: [a\n  b: c\n")
     with pytest.raises(GoalError, match=r"goal.yaml:\d+: not valid YAML"):
         load_goal(p)
+
+
+def test_authorizations_that_could_never_match_are_errors(tmp_path):
+    p = write(tmp_path, "goal: g\nhosts: [a]\nauthorizations:\n  - {host: a, command: ls}\n"
+                        "  - {host: a, tool: install_runfile, args: {version: 13.0}}\n")
+    with pytest.raises(GoalError, match=r"goal.yaml:5: authorizations\[1\]: args.version must be a string"):
+        load_goal(p)
+    p = write(tmp_path, "goal: g\nhosts: [a]\nauthorizations:\n  - {host: a, tool: install_runfle}\n")
+    with pytest.raises(GoalError, match=r":4: authorizations\[0\]: tool 'install_runfle' is not a tool"):
+        load_goal(p)
+    p = write(tmp_path, "goal: g\nhosts: [a]\nauthorizations:\n  - {host: a, tool: install_runfile, "
+                        "args: {toolkit-only: true}}\n")
+    with pytest.raises(GoalError, match=r"args.toolkit-only is not an argument of install_runfile"):
+        load_goal(p)
+
+
+def test_local_and_sim_mean_what_they_mean_on_the_command_line(tmp_path):
+    g = load_goal(write(tmp_path, "goal: g\nhosts: [local, sim, gpu1]\n"))
+    assert [h.transport for h in g.hosts] == ["local", "sim", "ssh"]

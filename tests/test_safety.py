@@ -264,3 +264,49 @@ def test_nothing_changes_a_host_without_a_prior_backup_and_a_matching_approval(t
                 assert e["approved_by"] in ("operator", "operator (session)")
         if e["verdict"] == "deny":
             assert not ran
+
+
+def test_an_interpreter_the_model_names_is_classified_like_running_it():
+    from agent.safety import classify_action
+    from tools.inspect_host import InspectHost
+    from tools.pip_freeze_backup import PipFreezeBackup
+
+    inspect, backup = InspectHost(), PipFreezeBackup()
+    ok = classify_action(inspect.action(inspect.parse_args({"host": "h1", "python": "/opt/venv/bin/python3"})))
+    assert ok.cls.value == "read-only"
+    for tool in (inspect, backup):
+        r = classify_action(tool.action(tool.parse_args({"host": "h1", "python": "/tmp/evil"})))
+        assert r.cls.value != "read-only" and r.rule == "interpreter" and "/tmp/evil" in r.reason
+    # ... and a backup of such an interpreter is no longer a free backup step: it needs a backup and approval.
+    gate = SafetyPolicy(scope={"h1"})
+    d = gate.decide("pip_freeze_backup", backup.action(backup.parse_args({"host": "h1", "python": "sh"})))
+    assert d.verdict.value == "deny" and d.rule == "no-backup"
+
+
+def test_the_backup_exemption_never_covers_a_destructive_step():
+    from tools.base import Action, Risk, RiskClass
+
+    claims = Action(host="h1", subject="rm -rf /opt", risk=Risk(cls=RiskClass.DESTRUCTIVE, rule="backup",
+                                                                reason="says it is a backup"))
+    assert SafetyPolicy(scope={"h1"}).decide("some_tool", claims).rule == "no-backup"
+
+
+def test_tool_authorization_values_ending_in_a_star_match_by_prefix(tmp_path):
+    from tools.install_runfile import InstallRunfile
+
+    tool = InstallRunfile()
+    auth = [Authorization(host="h1", tool="install_runfile",
+                          args={"version": "13.0", "runfile": "https://developer.download.nvidia.com/compute/cuda/*"})]
+    gate = SafetyPolicy(scope={"h1"}, authorizations=auth)
+    from tools.base import BackupRecord
+
+    gate.ledger.register(BackupRecord(backup_id="b", host="h1", kind="t", target="p", created_at=0, remote_dir="/",
+                                      verified=True))
+
+    def decide(url):
+        args = tool.parse_args({"host": "h1", "runfile": url, "checksum": "a" * 32, "version": "13.0"})
+        return gate.decide("install_runfile", tool.action(args)).verdict.value
+
+    assert decide("https://developer.download.nvidia.com/compute/cuda/13.0.1/local_installers/"
+                  "cuda_13.0.1_580.82.07_linux.run") == "allow"
+    assert decide("https://evil.example/cuda_13.0.1_580.82.07_linux.run") == "deny"

@@ -70,8 +70,11 @@ class Action(BaseModel):
     host: str | None
     subject: str
     risk: Risk | None = None
-    # Tool arguments an authorization may match on (e.g. version, toolkit_only).
+    # Tool arguments an authorization may match on (e.g. version, toolkit_only). By convention
+    # `interpreter` names a program the tool will run that the model chose: the gate classifies it.
     facts: dict[str, Any] = Field(default_factory=dict)
+    # Needs its host alone even when read-only (a benchmark must not share the GPUs with another).
+    exclusive: bool = False
 
 
 # --------------------------------------------------------------------------- errors

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, field_validator
 from tools.base import Action, OutputForwarder, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, truncate_for_model
 from tools.hosts import HostError
 
-RUNFILE_NAME = re.compile(r"cuda_(?P<cuda>\d+\.\d+\.\d+)_(?P<driver>\d+\.\d+(?:\.\d+)?)_linux(?:_sbsa)?\.run$")
+RUNFILE_NAME = re.compile(r"^cuda_(?P<cuda>\d+\.\d+\.\d+)_(?P<driver>\d+\.\d+(?:\.\d+)?)_linux(?:_sbsa)?\.run$")
 INSTALLER_LOG = "/var/log/cuda-installer.log"
 
 # Minimum driver branch for each CUDA major (NVIDIA's minor-version compatibility table).
@@ -90,8 +90,11 @@ class InstallRunfile(Tool):
     def action(self, args) -> Action:
         target = args.toolkit_path or f"/usr/local/cuda-{args.version}"
         flags = "toolkit-only" if args.toolkit_only else "toolkit+driver"
+        # Everything that changes what runs is in the subject an approval binds to.
         subject = f"install_runfile CUDA {args.version} {flags} to {target}" + (
-            ", move the cuda symlink" if args.move_symlink else "") + f" from {args.runfile}"
+            ", move the cuda symlink" if args.move_symlink else "") + (", --override" if args.override else "") + \
+            f" from {args.runfile} ({args.checksum}), tmpdir {args.tmpdir}" + (
+            f", download to {args.download_dir}" if args.download_dir else "")
         if not args.toolkit_only:
             risk = Risk(cls=RiskClass.DESTRUCTIVE, rule="tool:install_runfile:driver",
                         reason="a runfile without toolkit-only flags installs the driver")
@@ -103,7 +106,8 @@ class InstallRunfile(Tool):
                         reason="installs a toolkit into a new directory beside the existing ones")
         return Action(host=args.host, subject=subject, risk=risk,
                       facts={"version": args.version, "toolkit_only": args.toolkit_only, "toolkit_path": target,
-                             "move_symlink": args.move_symlink, "runfile": args.runfile})
+                             "move_symlink": args.move_symlink, "runfile": args.runfile, "checksum": args.checksum,
+                             "override": args.override, "tmpdir": args.tmpdir, "download_dir": args.download_dir})
 
     # ------------------------------------------------------------------ run
 

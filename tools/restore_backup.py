@@ -60,7 +60,7 @@ class RestoreBackup(Tool):
         return Action(host=args.host, subject=f"restore_backup {args.backup_id} python={args.python or '(backed up)'}",
                       risk=Risk(cls=RiskClass.DESTRUCTIVE, rule="tool:restore_backup",
                                 reason="uninstalls and reinstalls packages to match a backup"),
-                      facts={"backup_id": args.backup_id, "python": args.python})
+                      facts={"backup_id": args.backup_id, "python": args.python, "interpreter": args.python})
 
     def run(self, ctx: ToolContext, args) -> "RestoreBackup.Result":
         try:

@@ -435,7 +435,8 @@ class RunBench(Tool):
     def action(self, args: RunBenchArgs) -> Action:
         # risk None and facts["workload"]: the gate classifies the subject as a benchmark
         # workload, where the entry points of sglang and vllm are read-only.
-        return Action(host=args.host, subject=bench_subject(args), risk=None,
+        # Alone on its host: two benchmarks sharing the GPUs would both measure the wrong thing.
+        return Action(host=args.host, subject=bench_subject(args), risk=None, exclusive=True,
                       facts={"workload": True, "command": args.command, "parser": args.parser,
                              "label": args.label, "env": dict(args.env or {}), "cwd": args.cwd})
 
