@@ -102,7 +102,7 @@ class LiveToolRunner:
             return CallResult(content=f"error: {e}", ok=False, error=str(e), status="error")
         except Exception as e:  # noqa: BLE001 - a crashing tool must not take the session down
             detail = "".join(traceback.format_exception(e))
-            where = ctx.artifacts.save(f"{prepared.call.id}-traceback.txt", detail)
+            where = ctx.artifacts.save(f"{prepared.call.id}-traceback.txt", ctx.redact(detail))
             msg = f"tool {tool.name} crashed: {type(e).__name__}: {e}" + (f" (traceback in {where})" if where else "")
             return CallResult(content=f"error: {msg}", ok=False, error=msg, status="crashed")
         return CallResult(content=tool.render(result), ok=True, data=result.model_dump(mode="json"))
@@ -150,6 +150,7 @@ class Session:
         self.failed_calls = 0
         self.started = time.monotonic()
         self._malformed_streak = 0
+        self._turns_at_send = 0
         self._schemas = registry.schemas()
         self._ended = False
         # Everything replay needs to rebuild this session is in its first event.
@@ -189,6 +190,7 @@ class Session:
         """
         self._add_message({"role": "user", "content": text})
         self.emit("note", kind="user", text=text)
+        self._turns_at_send = self.turns  # the turn budget is per request; tokens and time are per session
         while True:
             over = self._over_budget()
             if over:
@@ -199,7 +201,7 @@ class Session:
 
     def _over_budget(self) -> str | None:
         b = self.budget
-        if b.max_turns is not None and self.turns >= b.max_turns:
+        if b.max_turns is not None and self.turns - self._turns_at_send >= b.max_turns:
             return f"turn budget of {b.max_turns} reached"
         if b.max_tokens is not None and self.tokens >= b.max_tokens:
             return f"token budget of {b.max_tokens} reached ({self.tokens} used)"

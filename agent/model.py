@@ -83,17 +83,21 @@ def _retry_after_seconds(exc: BaseException) -> float | None:
     ms = headers.get("retry-after-ms")
     if ms:
         try:
-            return float(ms) / 1000
+            return max(0.0, float(ms) / 1000)
         except ValueError:
             pass
     value = headers.get("retry-after")
     if not value:
         return None
     try:
-        return float(value)
+        return max(0.0, float(value))
     except ValueError:
+        pass
+    try:
         parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+    except (TypeError, ValueError):
+        return None  # a header we cannot read: back off as usual
+    return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
 def _is_retryable(exc: BaseException) -> bool:

@@ -253,8 +253,11 @@ def replay(path: Path, registry: Registry, verify_chain: bool = True) -> ReplayR
             outcome = session.send(text)
             status = outcome.status
             if model.record_ended:
-                status = None  # the record simply ended here (an interrupted or crashed session)
-                break
+                # The recorded request ended without an answer here (interrupted, or the session crashed):
+                # go on with the next operator message, if the record has one.
+                model.record_ended = False
+                status = None
+                continue
             nxt = cursor._peek()
             if model.divergence is None and nxt is not None and nxt["type"] in ("model_request", "model_response"):
                 model.divergence = Divergence(f"turn {session.turns + 1}", "the record goes on, the replay stopped",

@@ -33,7 +33,11 @@ _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I
 _PATTERNS = [
     # KEY=value / TOKEN: value forms in commands, env dumps and config files.
     # `==` is a version pin (`tiktoken==0.14.0`), not an assignment.
-    re.compile(r"(?i)\b([A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*)(\s*[=:](?!=)\s*)([\"']?)([^\s\"']{4,})"),
+    # Name parts are bounded so a long run like "keykeykey..." costs linear time, not quadratic.
+    re.compile(r"(?i)\b([A-Z0-9_]{0,40}(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)[A-Z0-9_]{0,40})(\s*[=:](?!=)\s*)([\"']?)([^\s\"']{4,})"),
+    # JSON forms: {"token": "..."} and the name/value pairs of an environment ({"name": "X_KEY", "value": "..."}).
+    re.compile(r'(?i)("[a-z0-9_-]{0,40}(?:key|token|secret|password|passwd|auth)"\s*:\s*")([^"]{4,})(")'),
+    re.compile(r'(?i)("name"\s*:\s*"[a-z0-9_]{0,40}(?:key|token|secret|password|passwd)[a-z0-9_]{0,40}"\s*,\s*"value"\s*:\s*")([^"]*)(")'),
     re.compile(r"(?i)\b(authorization\s*[:=]\s*)(bearer|basic|token)?\s*[^\s\"',]+"),
     re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}"),
     re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),  # OpenAI-style keys
@@ -43,7 +47,7 @@ _PATTERNS = [
 ]
 REDACTED = "[REDACTED]"
 # Every pattern above needs one of these fragments; text without any is left alone quickly.
-_MAYBE_SECRET = re.compile(r"(?i)key|token|secret|passw|authoriz|bearer|sk-|ghp_|gho_|ghs_|github_pat|hf_|xox|://")
+_MAYBE_SECRET = re.compile(r"(?i)key|token|secret|passw|auth|bearer|sk-|ghp_|gho_|ghs_|github_pat|hf_|xox|://")
 
 
 class Redactor:
@@ -69,13 +73,16 @@ class Redactor:
                 s = s.replace(v, REDACTED)
         if _MAYBE_SECRET.search(s) is None:  # one scan rules out the common case
             return s
-        s = _PATTERNS[0].sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", s)
-        s = _PATTERNS[1].sub(lambda m: f"{m.group(1)}{REDACTED}", s)
-        s = _PATTERNS[2].sub(lambda m: f"{m.group(1)} {REDACTED}", s)
-        s = _PATTERNS[3].sub(REDACTED, s)
-        s = _PATTERNS[4].sub(REDACTED, s)
-        s = _PATTERNS[5].sub(lambda m: f"{m.group(1)}{REDACTED}", s)
-        s = _PATTERNS[6].sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", s)
+        p = _PATTERNS
+        s = p[0].sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", s)
+        s = p[1].sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", s)
+        s = p[2].sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", s)
+        s = p[3].sub(lambda m: f"{m.group(1)}{REDACTED}", s)
+        s = p[4].sub(lambda m: f"{m.group(1)} {REDACTED}", s)
+        s = p[5].sub(REDACTED, s)
+        s = p[6].sub(REDACTED, s)
+        s = p[7].sub(lambda m: f"{m.group(1)}{REDACTED}", s)
+        s = p[8].sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", s)
         return s
 
     def value(self, obj: Any) -> Any:
@@ -152,7 +159,10 @@ class TranscriptWriter:
                      "prev": self._prev}
             event.update(self.redactor.value(fields))
             if self._file is not None:
-                line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_json_default).encode()
+                try:
+                    line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_json_default).encode()
+                except UnicodeEncodeError:  # text that is not valid Unicode: keep it, escaped, rather than crash
+                    line = json.dumps(event, ensure_ascii=True, separators=(",", ":"), default=_json_default).encode()
                 self._file.write(line + b"\n")  # unbuffered: on disk (page cache) when this returns
                 self._prev = line_hash(line)
             self._seq += 1

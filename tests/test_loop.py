@@ -303,3 +303,23 @@ def test_redaction_leaves_version_pins_alone():
     freeze = "tiktoken==0.14.0\ntokenizers==0.23.2\nkeyring==25.0\n"
     assert r.text(freeze) == freeze
     assert r.text("MY_SECRET_VALUE=abcdef") == "MY_SECRET_VALUE=[REDACTED]"
+
+
+def test_redaction_of_json_forms():
+    from agent.transcript import Redactor
+
+    r = Redactor(environ={})
+    assert r.text('{"env": [{"name": "NGC_API_KEY", "value": "nvapi-s3cr3t"}]}') == \
+        '{"env": [{"name": "NGC_API_KEY", "value": "[REDACTED]"}]}'
+    assert r.text('{"token": "abcdef123456", "author": "NVIDIA"}') == '{"token": "[REDACTED]", "author": "NVIDIA"}'
+    assert r.text("key" * 30000) == "key" * 30000  # a long run of name-like text (bounded patterns: linear time)
+
+
+def test_text_that_is_not_valid_unicode_is_a_malformed_call_not_a_crash(tmp_path):
+    path = tmp_path / "t.jsonl"
+    model = ScriptedModel([turn(calls=[("echo", '{"text": "bad \\ud83d"}')]), turn("ok")])
+    out = run_session(make_session(path, model), "go")
+    assert out.status == "done"
+    call = events(path, "tool_call")[0]
+    assert "not valid Unicode" in call["error"]
+    assert verify(path).ok

@@ -182,3 +182,33 @@ def test_operator_changes_mid_session_are_replayed(tmp_path):
     assert rules == ["backup", "plan", "read-only"]
     report = replay(path, REGISTRY)
     assert report.ok, report.message
+
+
+def test_replay_goes_on_after_an_interrupted_request(tmp_path):
+    """A chat whose first request was interrupted: what came after it is replayed and compared too."""
+    path = tmp_path / "t.jsonl"
+
+    class InterruptFirst:
+        name = "m"
+
+        def __init__(self):
+            self.n = 0
+
+        def complete(self, messages, tools, on_text=None):
+            self.n += 1
+            if self.n == 1:
+                raise KeyboardInterrupt
+            return [turn(calls=[("echo", {"text": "x"})]), turn("done")][self.n - 2]
+
+    session = Session(model=InterruptFirst(), registry=REGISTRY, gate=SafetyPolicy(scope={"h1"}),
+                      transcript=TranscriptWriter(path))
+    with pytest.raises(KeyboardInterrupt):
+        session.send("first")
+    session.send("second")
+    session.close("done")
+    assert replay(path, REGISTRY).ok
+    # The replay really compared the second request: without `echo` it differs.
+    from fake_tools import Sleep
+
+    report = replay(path, Registry([Sleep()]))
+    assert not report.ok and "turn 2, call 1 (echo)" in report.message

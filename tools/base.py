@@ -239,6 +239,11 @@ class Tool:
         data = {k: v for k, v in data.items() if not (v is None and _has_non_null_default(cls.Args, k))}
         data = _pairs_to_maps(cls.Args, data)
         try:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ArgumentError(f"arguments of {cls.name} hold text that is not valid Unicode (a lone surrogate "
+                                f"escape such as \\ud83d); send plain UTF-8 text") from None
+        try:
             return cls.Args.model_validate(data)
         except ValidationError as e:
             problems = "; ".join(

@@ -336,6 +336,22 @@ def _drain(proc, timeout, on_output, cancel, start):
         sel.close()
     if timed_out or cancelled:
         _kill_group(proc)
+    # The command may have closed its output and still run (`exec >/dev/null; sleep 60`): the
+    # timeout and cancel still hold while we wait for it to exit.
+    while proc.poll() is None and not (timed_out or cancelled):
+        try:
+            proc.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            if timeout is not None and time.monotonic() - start > timeout:
+                timed_out = True
+            elif cancel is not None and cancel.is_set():
+                cancelled = True
+            else:
+                continue
+            _kill_group(proc)
+        except BaseException:
+            _kill_group(proc)
+            raise
     proc.wait()
     for stream in (proc.stdout, proc.stderr):
         stream.close()

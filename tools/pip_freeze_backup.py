@@ -219,9 +219,12 @@ class PipFreezeBackup(Tool):
                             f"{(check.stdout + check.stderr).strip()[-400:]}")
         local_dir = ctx.artifacts.subdir(f"backup-{backup_id}")
         if local_dir is not None:
-            for n, d in files.items():
+            # The copy beside the transcript is redacted like the transcript (a freeze line can hold a
+            # token in a git URL); the host's copy stays whole, since a restore needs it.
+            local = {n: ctx.redact(d.decode("utf-8", "replace")).encode() for n, d in files.items()}
+            for n, d in local.items():
                 (local_dir / n).write_bytes(d)
-            if any(sha256_hex((local_dir / n).read_bytes()) != h for n, h in sums.items()):
+            if any((local_dir / n).read_bytes() != d for n, d in local.items()):
                 raise ToolError(f"the local copy of backup {backup_id} in {local_dir} does not read back intact")
         record = BackupRecord(backup_id=backup_id, host=args.host, kind="pip-freeze", target=py, created_at=created,
                               remote_dir=remote, local_dir=str(local_dir) if local_dir else None, files=sums,
