@@ -260,7 +260,7 @@ class SafetyPolicy:
     approver: Approver | None = None  # interactive: the operator's terminal
     authorizations: list[Authorization] = field(default_factory=list)  # scripted: the goal file
     plan: bool = False  # dry run
-    _session_approvals: set[tuple[str | None, str]] = field(default_factory=set)
+    _session_approvals: set[tuple[str, str | None, str]] = field(default_factory=set)  # (tool, host, subject)
 
     def decide(self, tool: str, action: Action) -> Decision:
         def verdict(v: Verdict, risk: Risk, rule: str, reason: str, **kw: Any) -> Decision:
@@ -302,7 +302,7 @@ class SafetyPolicy:
 
     def _ask_operator(self, tool, action, risk, backup, verdict) -> Decision:
         backup_id = backup.backup_id if backup else None
-        key = (action.host, action.subject)
+        key = (tool, action.host, action.subject)  # the same words through another tool are another step
         if risk.cls is RiskClass.MUTATING and key in self._session_approvals:
             return verdict(Verdict.ALLOW, risk, "approved", "approved earlier for this session",
                            backup_id=backup_id, approved_by="operator (session)")
