@@ -202,7 +202,7 @@ def test_rollback_commands_name_the_real_backup_and_paths(upgrade):
     for command in commands.splitlines():
         assert host.run(command).ok, command
     after = host.run(f"{sim.python} -m pip freeze --all").stdout
-    assert after == Path(backup["local_dir"], "freeze.txt").read_text()
+    assert after == Path(backup["remote_dir"], "freeze.txt").read_text()
     # Put the upgrade back for the other tests of this module.
     assert host.run(upgrade.install).ok
 
@@ -326,7 +326,7 @@ def test_without_a_final_state_the_rollback_reinstalls_the_whole_freeze_and_move
     host = HostPool([sim.host_spec()]).get("sim")
     for command in packages + toolkits:
         assert host.run(command).ok, command
-    assert host.run(f"{sim.python} -m pip freeze --all").stdout == Path(backup["local_dir"], "freeze.txt").read_text()
+    assert host.run(f"{sim.python} -m pip freeze --all").stdout == Path(backup["remote_dir"], "freeze.txt").read_text()
     assert Path(link).resolve() == Path(old) and not Path(new).exists()
 
 

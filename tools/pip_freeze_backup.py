@@ -226,8 +226,10 @@ class PipFreezeBackup(Tool):
                 (local_dir / n).write_bytes(d)
             if any((local_dir / n).read_bytes() != d for n, d in local.items()):
                 raise ToolError(f"the local copy of backup {backup_id} in {local_dir} does not read back intact")
+        # Relative to the transcript's folder, so a transcript moved with its artifacts still finds it.
+        local_rel = str(local_dir.relative_to(local_dir.parent.parent)) if local_dir else None
         record = BackupRecord(backup_id=backup_id, host=args.host, kind="pip-freeze", target=py, created_at=created,
-                              remote_dir=remote, local_dir=str(local_dir) if local_dir else None, files=sums,
+                              remote_dir=remote, local_dir=local_rel, files=sums,
                               verified=True, package_count=len(listed))
         return self.Result(backup_id=backup_id, host=args.host, python=py, python_version=python_version,
                            pip_version=pip_version, package_count=len(listed), remote_dir=remote,
