@@ -80,6 +80,40 @@ _MAX_DECODED = 1 << 20  # bytes a decoder (base64, gzip) may produce
 # --------------------------------------------------------------------------- public API
 
 
+# Node types a plain simple command may contain; anything else (expansions, substitutions,
+# redirections, lists, pipelines) means its words are not known before it runs.
+_PLAIN_NODES = {"program", "command", "command_name", "word", "raw_string", "string", "string_content", '"', "number"}
+
+
+def plain_words(command: str) -> list[str] | None:
+    """The words of a single simple command with nothing to expand, substitute or redirect, or None.
+
+    The safety policy matches prefix authorizations on these whole words.
+    """
+    data = command.encode("utf-8", "surrogateescape")
+    with _PARSER_LOCK:
+        root = _PARSER.parse(_parser_safe(data)).root_node
+    if root.has_error or len(root.named_children) != 1 or root.named_children[0].type != "command":
+        return None
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type not in _PLAIN_NODES:
+            return None
+        stack.extend(node.children)
+    words: list[str] = []
+    for child in root.named_children[0].named_children:
+        node = child.named_children[0] if child.type == "command_name" else child
+        text = data[node.start_byte:node.end_byte].decode("utf-8", "surrogateescape")  # the original, not the parsed copy
+        if node.type in ("raw_string", "string"):
+            words.append(text[1:-1])  # a string holds only string_content here: no expansions (checked above)
+        elif node.type in ("word", "number") and not ("\\" in text or any(c in text for c in "*?[{~")):
+            words.append(text)  # escapes and globs would change the word when the shell runs it
+        else:
+            return None
+    return words
+
+
 def classify(command: str) -> Risk:
     """Risk of one shell command, with the rule that decided it."""
     return _classify(command, workload=False)

@@ -25,10 +25,6 @@ EXIT_CODES_HELP = """exit codes:
 """
 
 
-class UsageError(Exception):
-    """A configuration problem: printed as one line, exit 2."""
-
-
 def _fail(msg: str, code: int = EXIT_USAGE) -> int:
     print(f"agent: {msg}", file=sys.stderr)
     return code
@@ -122,21 +118,15 @@ def cmd_replay(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from agent.session_builder import SessionConfigError, run_goal
+    from agent.session_builder import run_goal
 
-    try:
-        return run_goal(args)
-    except SessionConfigError as e:
-        return _fail(str(e))
+    return run_goal(args)
 
 
 def cmd_chat(args) -> int:
-    from agent.session_builder import SessionConfigError, chat
+    from agent.chat import run_chat
 
-    try:
-        return chat(args)
-    except SessionConfigError as e:
-        return _fail(str(e))
+    return run_chat(args)
 
 
 def cmd_classify(args) -> int:
@@ -166,12 +156,9 @@ def cmd_classify(args) -> int:
 
 
 def cmd_exec(args) -> int:
-    from agent.session_builder import SessionConfigError, exec_one
+    from agent.session_builder import exec_one
 
-    try:
-        return exec_one(args)
-    except SessionConfigError as e:
-        return _fail(str(e))
+    return exec_one(args)
 
 
 def cmd_demo(args) -> int:
@@ -290,8 +277,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    from agent.session_builder import SessionConfigError
+
     try:
         return args.func(args)
+    except SessionConfigError as e:  # configuration that cannot work: one line, exit 2
+        return _fail(str(e))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:

@@ -18,7 +18,8 @@ from importlib import resources
 from pathlib import Path
 
 from agent.goal import Goal, load_goal
-from agent.model import AssistantTurn, ModelError, ToolCall, Usage
+from agent.model import AssistantTurn, ModelError
+from agent.replay import turn_from_event
 from agent.transcript import iter_events
 
 RECORDING = "cuda13-upgrade.jsonl"
@@ -53,21 +54,15 @@ class RecordedTurns:
     def complete(self, messages, tools, on_text=None) -> AssistantTurn:
         if self._i >= len(self._turns):
             raise ModelError("the recorded session has no more model turns")
-        ev = self._turns[self._i]
+        turn = turn_from_event(self._turns[self._i], self._retarget)
         self._i += 1
-        text = self._retarget(ev.get("text") or "")
-        if on_text and text:
-            on_text(text)
-        calls = [ToolCall(c["id"], c["name"], self._retarget(c["arguments"])) for c in ev.get("tool_calls", [])]
-        u = ev.get("usage") or {}
-        return AssistantTurn(text=text, tool_calls=calls, usage=Usage(u.get("prompt_tokens", 0),
-                                                                     u.get("completion_tokens", 0)),
-                             finish_reason=ev.get("finish_reason"))
+        if on_text and turn.text:
+            on_text(turn.text)
+        return turn
 
 
 def demo(args) -> int:
-    from agent.session_builder import (SessionConfigError, build_session, busy, execute_goal, goal_budget,
-                                       make_model)
+    from agent.session_builder import build_session, busy, execute_goal, goal_budget, make_model
     from agent.ui import JsonLines, make_view
     from tools.sim import build_sim
 
@@ -86,11 +81,7 @@ def demo(args) -> int:
     say(f"  host `sim` at {sim.root}")
 
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL") or args.base_url:
-        try:
-            model = make_model(args.model, args.base_url, args.model_timeout)
-        except SessionConfigError as e:
-            print(f"agent: {e}", file=sys.stderr)
-            return 2
+        model = make_model(args.model, args.base_url, args.model_timeout)
         say(f"Model: {model.name} at {getattr(model, 'base_url', '?')} (live)")
     else:
         recording = packaged("transcripts", RECORDING)

@@ -46,6 +46,14 @@ class HostEntry(BaseModel):
     max_sessions: int = Field(default=8, ge=1, le=64)
 
 
+def host_entry_for(name: str, trust_host_key: str | None = None) -> HostEntry:
+    """A host named by a bare word (goal file or --host): `local` is this machine, `sim` a fresh
+    simulated GPU host, anything else an SSH target or ~/.ssh/config alias."""
+    if name in ("local", "sim"):
+        return HostEntry(name=name, transport=name)
+    return HostEntry(name=name, transport="ssh", target=name, trust_host_key=trust_host_key)
+
+
 class Budget(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -104,10 +112,8 @@ class Goal(BaseModel):
     @field_validator("hosts", mode="before")
     @classmethod
     def _names_to_entries(cls, v: Any) -> Any:
-        # As on the command line: `local` is this machine, `sim` a fresh simulated host, others SSH.
-        special = {"local": {"name": "local", "transport": "local"}, "sim": {"name": "sim", "transport": "sim"}}
         if isinstance(v, list):
-            return [special.get(h, {"name": h}) if isinstance(h, str) else h for h in v]
+            return [host_entry_for(h).model_dump() if isinstance(h, str) else h for h in v]
         return v
 
     @model_validator(mode="after")

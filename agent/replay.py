@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from agent.loop import Budget, CallResult, PreparedCall, Session
 from agent.model import AssistantTurn, ModelError, ToolCall, Usage
@@ -113,6 +113,15 @@ class _Cursor:
         return [ev for ev in self.turn_events if ev["type"] == "approval"]
 
 
+def turn_from_event(ev: dict, rewrite: Callable[[str], str] = lambda text: text) -> AssistantTurn:
+    """The assistant turn a recorded model_response event holds (its text and arguments rewritten)."""
+    calls = [ToolCall(id=c["id"], name=c["name"], arguments=rewrite(c["arguments"])) for c in ev.get("tool_calls", [])]
+    usage = ev.get("usage") or {}
+    return AssistantTurn(text=rewrite(ev.get("text") or ""), tool_calls=calls,
+                         usage=Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)),
+                         latency_s=ev.get("latency_s", 0.0), finish_reason=ev.get("finish_reason"))
+
+
 class ReplayModel:
     def __init__(self, cursor: _Cursor, name: str):
         self.name = name
@@ -131,11 +140,7 @@ class ReplayModel:
             raise ModelError("the record has no more model turns here")
         if ev["type"] == "model_error":
             raise ModelError(ev["error"])
-        calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in ev.get("tool_calls", [])]
-        usage = ev.get("usage") or {}
-        return AssistantTurn(text=ev.get("text") or "", tool_calls=calls,
-                             usage=Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)),
-                             latency_s=ev.get("latency_s", 0.0), finish_reason=ev.get("finish_reason"))
+        return turn_from_event(ev)
 
 
 class ReplayRunner:

@@ -171,7 +171,7 @@ def simple_command_words(command: str) -> list[str] | None:
     Prefix authorizations match on these, so `pip install` covers `pip install torch` but
     never `pip install x && rm -rf /`, `pip installer`, or `pip install $(...)`.
     """
-    from agent.shellparse import plain_words
+    from agent.classifier import plain_words
 
     return plain_words(command)
 

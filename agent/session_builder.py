@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import agent
-from agent.goal import Goal, GoalError, HostEntry, load_goal
+from agent.goal import Goal, GoalError, HostEntry, host_entry_for, load_goal
 from agent.loop import Budget, Outcome, Session
 from agent.model import Model, ModelError, OpenAIModel
 from agent.safety import Approver, Authorization, SafetyPolicy
@@ -52,12 +52,8 @@ def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) ->
 
 
 def host_entry_from_flag(value: str, trusted: list[str]) -> HostEntry:
-    """`--host` values: 'local', 'sim', or an ssh target / alias."""
-    if value == "local":
-        return HostEntry(name="local", transport="local")
-    if value == "sim":
-        return HostEntry(name="sim", transport="sim")
-    return HostEntry(name=value, transport="ssh", target=value, trust_host_key=trusted[0] if trusted else None)
+    """`--host` values: 'local', 'sim', or an ssh target / alias (as in goal files)."""
+    return host_entry_for(value, trusted[0] if trusted else None)
 
 
 def make_model(name: str | None, base_url: str | None, timeout_s: float = 120.0) -> Model:
@@ -287,9 +283,3 @@ def exec_one(args) -> int:
         print("agent: connection lost during the command; it was not re-run", file=sys.stderr)
     code = data.get("exit_code")
     return code if isinstance(code, int) else 1
-
-
-def chat(args) -> int:
-    from agent.chat import run_chat
-
-    return run_chat(args)

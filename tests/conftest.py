@@ -163,6 +163,17 @@ class HostBehaviour:
         assert r.duration_s < 6, r.duration_s
         self.assert_gone(marker)
 
+    def interrupt_kills_process(self, host) -> None:
+        """A KeyboardInterrupt inside run() (a hard Ctrl-C) must not leave the command running."""
+        marker = unique_marker()
+
+        def interrupt(stream, chunk):
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            host.run(f"echo started; sleep 1000 {marker}", on_output=interrupt)
+        self.assert_gone(marker, within=10)
+
     def concurrency_is_capped(self, host, workdir: Path, commands: int = 20) -> list[int]:
         """Run `commands` at once; each records, under a lock, how many were running with it."""
         import concurrent.futures

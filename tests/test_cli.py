@@ -49,10 +49,9 @@ def test_classify_one_command_and_a_stream_of_commands():
     assert json.loads(r.stdout)["risk"] == "forbidden"
     r = agent("classify", input="nvidia-smi -L\npip uninstall -y torch\nls $(rm -rf /usr/local/cuda)\n")
     rows = [json.loads(line) for line in r.stdout.splitlines()]
-    assert [row["risk"] for row in rows] == ["read-only", "destructive", "destructive"] or \
-        [row["risk"] for row in rows][:2] == ["read-only", "destructive"]
+    assert [row["risk"] for row in rows] == ["read-only", "destructive", "destructive"]
     assert all(set(row) >= {"command", "risk", "reason"} for row in rows)
-    assert rows[2]["risk"] != "read-only"
+    assert rows[2]["decoded"] == "rm -rf /usr/local/cuda"
 
 
 def test_exec_runs_read_only_commands_and_refuses_the_rest():

@@ -128,13 +128,14 @@ class ArtifactStore:
         (self.root / rel).write_bytes(data)
         return f"{self.root.name}/{rel}"
 
-    def subdir(self, name: str) -> Path | None:
-        """A directory of its own beside the transcript (a backup's local copy), or None if disabled."""
+    def subdir(self, name: str) -> tuple[Path, str] | None:
+        """A directory of its own beside the transcript (a backup's local copy), or None if disabled:
+        its path, and its name relative to the transcript's folder (what a record should keep)."""
         if self.root is None:
             return None
-        d = self.root / re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-        d.mkdir(parents=True, exist_ok=True)
-        return d
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+        (self.root / safe).mkdir(parents=True, exist_ok=True)
+        return self.root / safe, f"{self.root.name}/{safe}"
 
 
 class HostsProvider(Protocol):

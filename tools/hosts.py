@@ -22,7 +22,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Annotated, Callable, Literal
+
+from pydantic import AfterValidator
 
 # PATH every command starts from; a host's `path_prefix` goes in front of it.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -140,6 +142,25 @@ def check_env_names(env: dict[str, str]) -> None:
     for name in env:
         if not _ENV_NAME.match(name):
             raise HostError(f"environment variable name {name!r} is not valid: use letters, digits and _")
+
+
+def _command_not_blank(command: str) -> str:
+    if not command.strip():
+        raise ValueError("command is empty")
+    return command
+
+
+def _env_names_valid(env: dict[str, str]) -> dict[str, str]:
+    try:
+        check_env_names(env)
+    except HostError as e:
+        raise ValueError(str(e)) from None
+    return env
+
+
+# Argument types of the tools that run a command on a host (ssh_exec, run_bench): checked once, here.
+CommandText = Annotated[str, AfterValidator(_command_not_blank)]
+EnvVars = Annotated[dict[str, str], AfterValidator(_env_names_valid)]
 
 
 def wrap_command(command: str, path: str, env: dict[str, str], cwd: str | None) -> str:

@@ -217,17 +217,17 @@ class PipFreezeBackup(Tool):
         if not check.ok:
             raise ToolError(f"backup written to {remote} on {args.host} but it does not read back intact: "
                             f"{(check.stdout + check.stderr).strip()[-400:]}")
-        local_dir = ctx.artifacts.subdir(f"backup-{backup_id}")
+        local = ctx.artifacts.subdir(f"backup-{backup_id}")
+        local_dir, local_rel = local if local is not None else (None, None)
         if local_dir is not None:
             # The copy beside the transcript is redacted like the transcript (a freeze line can hold a
             # token in a git URL); the host's copy stays whole, since a restore needs it.
-            local = {n: ctx.redact(d.decode("utf-8", "replace")).encode() for n, d in files.items()}
-            for n, d in local.items():
+            copies = {n: ctx.redact(d.decode("utf-8", "replace")).encode() for n, d in files.items()}
+            for n, d in copies.items():
                 (local_dir / n).write_bytes(d)
-            if any((local_dir / n).read_bytes() != d for n, d in local.items()):
+            if any((local_dir / n).read_bytes() != d for n, d in copies.items()):
                 raise ToolError(f"the local copy of backup {backup_id} in {local_dir} does not read back intact")
-        # Relative to the transcript's folder, so a transcript moved with its artifacts still finds it.
-        local_rel = str(local_dir.relative_to(local_dir.parent.parent)) if local_dir else None
+        # local_rel is relative to the transcript's folder: a transcript moved with its artifacts still finds it.
         record = BackupRecord(backup_id=backup_id, host=args.host, kind="pip-freeze", target=py, created_at=created,
                               remote_dir=remote, local_dir=local_rel, files=sums,
                               verified=True, package_count=len(listed))

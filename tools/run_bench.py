@@ -23,7 +23,7 @@ from typing import Callable
 from pydantic import BaseModel, Field, field_validator
 
 from tools.base import Action, OutputForwarder, StrictArgs, Tool, ToolContext, ToolError
-from tools.hosts import CommandResult, HostError, check_env_names
+from tools.hosts import CommandResult, CommandText, EnvVars, HostError
 
 STORE_KEY = "run_bench"  # ctx.store[STORE_KEY][label] -> the Result of that label, as a dict
 
@@ -324,7 +324,7 @@ def compare(label: str, values: list[float], baseline_label: str, baseline: dict
 
 class RunBenchArgs(StrictArgs):
     host: str = Field(description="Name of the host to run on, exactly as the session lists it.")
-    command: str = Field(description="The benchmark command (bash syntax), e.g. `python -m sglang.bench_serving "
+    command: CommandText = Field(description="The benchmark command (bash syntax), e.g. `python -m sglang.bench_serving "
                                      "--backend sglang --dataset-name random --num-prompts 200`. The same command "
                                      "should be used for the labels you compare.")
     parser: str = Field(description=(
@@ -347,15 +347,8 @@ class RunBenchArgs(StrictArgs):
     compare_to: str | None = Field(None, description="Label of an earlier result of this session to compare "
                                                      "with (same parser and metric), e.g. 'before'.")
     timeout: float = Field(1800, gt=0, le=86_400, description="Wall-clock seconds per run before it is killed.")
-    env: dict[str, str] | None = Field(None, description="Extra environment variables for the command.")
+    env: EnvVars | None = Field(None, description="Extra environment variables for the command.")
     cwd: str | None = Field(None, description="Directory to run in (default: the user's home directory).")
-
-    @field_validator("command")
-    @classmethod
-    def _not_blank(cls, command: str) -> str:
-        if not command.strip():
-            raise ValueError("command is empty")
-        return command
 
     @field_validator("parser")
     @classmethod
@@ -376,15 +369,6 @@ class RunBenchArgs(StrictArgs):
             return parser
         raise ValueError(f"unknown parser {parser!r}; use one of {', '.join(NAMED_PARSERS)}, 'json:KEY' "
                          f"or 'regex:PATTERN'")
-
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, env: dict[str, str] | None) -> dict[str, str] | None:
-        try:
-            check_env_names(env or {})
-        except HostError as e:
-            raise ValueError(str(e)) from None
-        return env
 
 
 class RunBenchResult(BaseModel):

@@ -2,41 +2,24 @@
 
 from __future__ import annotations
 
-import re
 import shlex
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from tools.base import (MODEL_OUTPUT_LIMIT, Action, OutputForwarder, StrictArgs, Tool, ToolContext, ToolError,
                         truncate_for_model)
-from tools.hosts import HostError
-
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+from tools.hosts import CommandText, EnvVars, HostError
 
 
 class SSHExecArgs(StrictArgs):
     host: str = Field(description="Name of the host to run on, exactly as the session lists it.")
-    command: str = Field(description="The shell command (bash syntax). Runs as the host's login user, "
+    command: CommandText = Field(description="The shell command (bash syntax). Runs as the host's login user, "
                                      "in a non-interactive bash with no profile scripts.")
     timeout: float = Field(600, gt=0, le=86_400,
                            description="Wall-clock seconds before the command and everything it started is killed; default 600.")
     cwd: str | None = Field(None, description="Directory to run in (default: the user's home directory).")
-    env: dict[str, str] | None = Field(None, description="Extra environment variables for this command only.")
+    env: EnvVars | None = Field(None, description="Extra environment variables for this command only.")
 
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, env: dict[str, str] | None) -> dict[str, str] | None:
-        for name in env or {}:
-            if not _ENV_NAME.match(name):
-                raise ValueError(f"{name!r} is not a valid environment variable name (letters, digits, _)")
-        return env
-
-    @field_validator("command")
-    @classmethod
-    def _not_blank(cls, command: str) -> str:
-        if not command.strip():
-            raise ValueError("command is empty")
-        return command
 
 
 class SSHExecResult(BaseModel):
