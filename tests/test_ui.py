@@ -8,6 +8,7 @@ import re
 import threading
 import time
 
+import pyte
 import pytest
 from fake_tools import all_fake_tools
 from rich.cells import cell_len
@@ -76,10 +77,10 @@ def flat(text: str) -> str:
 
 
 def test_terminal_view_in_40_columns_shows_every_call_with_its_class_and_verdict(recorded):
+    # The printed log alone: the live region is checked through a terminal below, because a
+    # recording console keeps its transient drawings as if they were printed lines.
     console = narrow_console()
-    view = TerminalView(console)
-    with view.busy():
-        feed(view, recorded)
+    feed(TerminalView(console), recorded)
     raw = console.file.getvalue()
     text = console.export_text()
     assert "\x1b[" in raw  # styled for a terminal
@@ -95,6 +96,35 @@ def test_terminal_view_in_40_columns_shows_every_call_with_its_class_and_verdict
                   "would run (dry run)", "apt-get remove bar",  # the dry run
                   "session done"):
         assert flat(shown) in screen, f"{shown!r} missing:\n{text}"
+
+
+def terminal_screen(raw: str, width: int, height: int) -> list[str]:
+    """What a VT100 terminal shows after `raw`: cursor moves and erasures applied."""
+    screen = pyte.Screen(width, height)
+    screen.set_mode(pyte.modes.LNM)  # a tty turns \n into \r\n
+    pyte.Stream(screen).feed(raw)
+    return [line.rstrip() for line in screen.display]
+
+
+def without_times(lines: list[str]) -> list[str]:
+    return [re.sub(r"\d+\.\ds", "T", line).rstrip() for line in lines if line.strip()]
+
+
+def test_the_live_region_drawn_between_prints_leaves_only_the_log_on_screen(recorded):
+    log_console = narrow_console()
+    feed(TerminalView(log_console), recorded)
+    log = log_console.export_text().splitlines()
+    height = len(log) + 20  # tall enough that nothing scrolls away
+    console = Console(width=40, height=height, force_terminal=True, file=io.StringIO(), color_system="truecolor")
+    view = TerminalView(console)
+    with view.busy():
+        for ev in recorded:  # the refresh thread's draw, forced after every event
+            view(ev)
+            view._live.refresh()
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", console.file.getvalue())
+    assert "thinking · " in drawn and re.search(r"change · h1 · \d+\.\ds", drawn)  # the live region was drawn
+    shown = terminal_screen(console.file.getvalue(), 40, height)
+    assert without_times(shown) == without_times(log)
 
 
 def test_the_final_answer_is_rendered_as_markdown():
