@@ -273,7 +273,8 @@ class Session:
             self.emit(kind, record=False, call_id=p.call.id, tool=p.call.name, **data)
 
         return ToolContext(hosts=self.hosts, artifacts=self.artifacts, call_id=p.call.id, cancel=self.cancel,
-                           emit=emit_live, store=self.store, redact=self.transcript.redactor.text)
+                           emit=emit_live, store=self.store, redact=self.transcript.redactor.text,
+                           known_backup=self.gate.ledger.find)
 
     def _execute(self, turn_no: int, p: PreparedCall, waits: list[cf.Future]) -> CallResult:
         for f in waits:  # earlier calls this one conflicts with, on the same host

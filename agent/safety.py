@@ -84,6 +84,12 @@ class BackupLedger:
             verified = [r for r in self._by_host.get(host, []) if r.verified]
         return verified[-1] if verified else None
 
+    def find(self, backup_id: str) -> BackupRecord | None:
+        """The verified backup of this session with that id, if there is one."""
+        with self._lock:
+            return next((r for records in self._by_host.values() for r in records
+                         if r.backup_id == backup_id and r.verified), None)
+
     def all(self) -> list[BackupRecord]:
         with self._lock:
             return [r for records in self._by_host.values() for r in records]

@@ -10,9 +10,9 @@ import pytest
 
 from agent.loop import Budget, Session, run_session
 from agent.model import ScriptedModel, turn
-from agent.safety import Authorization, SafetyPolicy
+from agent.safety import Authorization, BackupLedger, SafetyPolicy
 from agent.transcript import TranscriptWriter, iter_events
-from tools.base import ArtifactStore, Registry, ToolContext, ToolError
+from tools.base import ArtifactStore, Registry, ToolContext, ToolError, sha256_hex
 from tools.hosts import HostPool
 from tools.inspect_host import InspectHost
 from tools.install_runfile import InstallRunfile
@@ -100,8 +100,10 @@ def test_backup_is_verified_registered_and_restore_brings_back_the_exact_set(sim
     changed = host.run(f"{sim.python} -m pip freeze --all").stdout
     assert "torch==2.10.0+cu130" in changed and "vllm" not in changed
 
+    ctx.known_backup = {b.backup_id: b.backup}.get  # as the session's ledger answers
     r = call(RestoreBackup(), ctx, host="sim", backup_id=b.backup_id)
     assert r.restored and r.remaining_diff == []
+    assert r.checked_against == "the hashes recorded when this session took it"
     assert "torch==2.10.0+cu128" in r.installed and "vllm==0.16.0" in r.installed
     assert host.run(f"{sim.python} -m pip freeze --all").stdout == before
 
@@ -127,6 +129,31 @@ def test_a_damaged_backup_is_refused_by_restore(tmp_path):
     Path(b.remote_dir, "freeze.txt").write_text("torch==1.0\n")
     with pytest.raises(ToolError, match="missing or damaged"):
         call(RestoreBackup(), ctx, host="sim", backup_id=b.backup_id)
+
+
+def test_a_backup_rewritten_whole_on_the_host_is_refused_when_this_session_took_it(tmp_path):
+    """Whoever can edit the backup can rewrite its SHA256SUMS too: the session's own hashes decide."""
+    sim = build_sim(tmp_path / "gpu")
+    pool = HostPool([sim.host_spec()])
+    ledger = BackupLedger()
+    ctx = ctx_for(pool, tmp_path)
+    ctx.known_backup = ledger.find
+    b = call(PipFreezeBackup(), ctx, host="sim")
+    ledger.register(b.backup)
+    remote = Path(b.remote_dir)
+    freeze = (remote / "freeze.txt").read_text()
+    assert "vllm==" in freeze
+    (remote / "freeze.txt").write_text("".join(ln for ln in freeze.splitlines(True) if not ln.startswith("vllm==")))
+    names = [line.split()[1] for line in (remote / "SHA256SUMS").read_text().splitlines()]
+    (remote / "SHA256SUMS").write_text("".join(f"{sha256_hex((remote / n).read_bytes())}  {n}\n" for n in names))
+    with pytest.raises(ToolError, match=r"changed after it was taken: freeze.txt no longer match"):
+        call(RestoreBackup(), ctx, host="sim", backup_id=b.backup_id)
+    with pytest.raises(ToolError, match="is of host sim, not other"):
+        call(RestoreBackup(), ctx, host="other", backup_id=b.backup_id)
+    # Without the session's record only the host's own sums are there, and the result says so.
+    r = call(RestoreBackup(), ctx_for(pool, tmp_path), host="sim", backup_id=b.backup_id)
+    assert r.checked_against.startswith("the host's own SHA256SUMS only")
+    assert r.uninstalled == ["vllm"]  # what the rewritten backup asked for
 
 
 def test_a_mutating_step_is_allowed_only_after_a_verified_backup(tmp_path):

@@ -257,8 +257,14 @@ class PipFreezeBackup(Tool):
         return json.dumps(data)
 
 
-def read_backup(host: Host, backup_id: str) -> tuple[str, dict[str, str], dict[str, str | None], dict]:
-    """Read and check a backup on its host: (dir, freeze lines by name, indexes, manifest)."""
+def read_backup(host: Host, backup_id: str, record: BackupRecord | None = None
+                ) -> tuple[str, dict[str, str], dict[str, str | None], dict]:
+    """Read and check a backup on its host: (dir, freeze lines by name, indexes, manifest).
+
+    The host's SHA256SUMS only proves the files agree with each other: anyone who can edit the
+    backup can rewrite it too. With the session's `record` of the backup, every file used is
+    checked against the hashes taken when it was written.
+    """
     if not re.fullmatch(r"[A-Za-z0-9-]+", backup_id):
         raise ToolError(f"{backup_id!r} is not a backup id (they look like sim-20260101-120000-ab12)")
     remote = backup_dir(host, backup_id)
@@ -267,9 +273,17 @@ def read_backup(host: Host, backup_id: str) -> tuple[str, dict[str, str], dict[s
     if not check.ok:
         raise ToolError(f"backup {backup_id} on {host.name} is missing or damaged: "
                         f"{(check.stdout + check.stderr).strip()[-400:]}")
-    freeze = host.read_file(f"{remote}/freeze.txt").decode()
-    indexes = json.loads(host.read_file(f"{remote}/indexes.json"))
-    manifest = json.loads(host.read_file(f"{remote}/manifest.json"))
-    return remote, parse_freeze(freeze), indexes, manifest
+    data = {name: host.read_file(f"{remote}/{name}") for name in ("freeze.txt", "indexes.json", "manifest.json")}
+    if record is not None:
+        changed = [name for name, d in data.items() if sha256_hex(d) != record.files.get(name)]
+        if changed:
+            raise ToolError(f"backup {backup_id} on {host.name} was changed after it was taken: "
+                            f"{', '.join(changed)} no longer match the hashes recorded in this session; "
+                            f"take a new backup or restore by hand from the copy beside the transcript")
+    try:
+        indexes, manifest = json.loads(data["indexes.json"]), json.loads(data["manifest.json"])
+    except json.JSONDecodeError as e:
+        raise ToolError(f"backup {backup_id} on {host.name} is damaged: {e}") from None
+    return remote, parse_freeze(data["freeze.txt"].decode()), indexes, manifest
 
 

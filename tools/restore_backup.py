@@ -55,6 +55,7 @@ class RestoreBackup(Tool):
         commands: list[str]
         remaining_diff: list[str]
         restored: bool
+        checked_against: str  # what the backup's files were checked against before use
 
     def action(self, args) -> Action:
         return Action(host=args.host, subject=f"restore_backup {args.backup_id} python={args.python or '(backed up)'}",
@@ -63,11 +64,16 @@ class RestoreBackup(Tool):
                       facts={"backup_id": args.backup_id, "python": args.python, "interpreter": args.python})
 
     def run(self, ctx: ToolContext, args) -> "RestoreBackup.Result":
+        record = ctx.known_backup(args.backup_id)
+        if record is not None and record.host != args.host:
+            raise ToolError(f"backup {args.backup_id} is of host {record.host}, not {args.host}")
         try:
             host = ctx.hosts.get(args.host)
         except HostError as e:
             raise ToolError(str(e)) from None
-        _, want, indexes, manifest = read_backup(host, args.backup_id)
+        _, want, indexes, manifest = read_backup(host, args.backup_id, record)
+        checked_against = ("the hashes recorded when this session took it" if record is not None else
+                           "the host's own SHA256SUMS only: the backup was not taken in this session")
         py = args.python or manifest["python"]
         q = shlex.quote(py)
 
@@ -100,7 +106,8 @@ class RestoreBackup(Tool):
         after = parse_freeze(pip("freeze --all", "checking the result"))
         remaining = freeze_diff(want, after)
         return self.Result(backup_id=args.backup_id, python=py, uninstalled=extras, installed=sorted(changed),
-                           commands=commands, remaining_diff=remaining, restored=not remaining)
+                           commands=commands, remaining_diff=remaining, restored=not remaining,
+                           checked_against=checked_against)
 
     def render(self, result) -> str:
         return json.dumps(result.model_dump(mode="json"))
