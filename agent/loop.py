@@ -29,7 +29,7 @@ from agent.model import AssistantTurn, Model, ModelError, ToolCall
 from agent.safety import Decision, SafetyPolicy, Verdict
 from agent.transcript import TranscriptWriter
 from tools.base import (Action, ArgumentError, ArtifactStore, BackupRecord, Registry, RiskClass, Tool,
-                        ToolContext, ToolError)
+                        ToolContext, ToolError, bound_for_record)
 
 MAX_MALFORMED_TURNS = 3
 
@@ -105,7 +105,8 @@ class LiveToolRunner:
             where = ctx.artifacts.save(f"{prepared.call.id}-traceback.txt", ctx.redact(detail))
             msg = f"tool {tool.name} crashed: {type(e).__name__}: {e}" + (f" (traceback in {where})" if where else "")
             return CallResult(content=f"error: {msg}", ok=False, error=msg, status="crashed")
-        return CallResult(content=tool.render(result), ok=True, data=result.model_dump(mode="json"))
+        return CallResult(content=tool.render(result), ok=True,
+                          data=bound_for_record(result.model_dump(mode="json"), ctx))
 
 
 Listener = Callable[[dict], None]

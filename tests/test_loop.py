@@ -323,3 +323,39 @@ def test_text_that_is_not_valid_unicode_is_a_malformed_call_not_a_crash(tmp_path
     call = events(path, "tool_call")[0]
     assert "not valid Unicode" in call["error"]
     assert verify(path).ok
+
+
+def test_huge_outputs_are_bounded_in_the_transcript_and_kept_whole_as_artifacts(tmp_path):
+    """A command printing megabytes makes a small transcript line; the artifact holds every byte."""
+    from tools.base import RECORD_FIELD_LIMIT
+    from tools.hosts import HostPool, HostSpec
+    from tools.ssh_exec import SSHExec
+
+    numbers = tmp_path / "numbers.txt"
+    numbers.write_text("".join(f"{i}\n" for i in range(1, 400_001)))  # about 2.7 MB
+    big = f"cat {numbers}"
+    model = ScriptedModel([
+        turn(calls=[("ssh_exec", {"host": "box", "command": big}),
+                    ("echo", {"text": "x" * 200_000 + "END", "host": "box"})]),
+        turn("done"),
+    ])
+    path = tmp_path / "t.jsonl"
+    pool = HostPool([HostSpec(name="box", transport="local")])
+    session = Session(model=model, registry=Registry([SSHExec(), *all_fake_tools()]),
+                      gate=SafetyPolicy(scope={"box"}), transcript=TranscriptWriter(path), hosts=pool,
+                      budget=Budget(max_turns=4))
+    assert run_session(session, "print a lot").status == "done"
+    assert max(len(line) for line in path.read_bytes().splitlines()) < 4 * RECORD_FIELD_LIMIT
+    exec_result, echo_result = events(path, "tool_result")
+    stdout = exec_result["data"]["stdout"]
+    artifact = exec_result["data"]["stdout_artifact"]
+    assert stdout.startswith("1\n2\n") and stdout.rstrip().endswith("400000") and f"whole output in {artifact}" in stdout
+    whole = (tmp_path / artifact).read_text()
+    assert whole == numbers.read_text()
+    # The tool already kept stdout: no second copy. The echo text had no artifact: one is written.
+    kept = sorted(p.name for p in (tmp_path / "t.artifacts").iterdir())
+    assert [n for n in kept if "stdout" in n] == [artifact.rsplit("/", 1)[1]]
+    echo_artifact = next(n for n in kept if n.endswith("call_1-text.txt"))
+    assert (tmp_path / "t.artifacts" / echo_artifact).read_text() == "x" * 200_000 + "END"
+    assert echo_result["data"]["text"].endswith("END") and "bytes omitted" in echo_result["data"]["text"]
+    assert verify(path).ok

@@ -374,6 +374,31 @@ def truncate_for_model(text: str, limit: int = MODEL_OUTPUT_LIMIT, artifact: str
     )
 
 
+RECORD_FIELD_LIMIT = 64_000  # bytes of one text field a transcript line keeps; the rest goes to an artifact
+
+
+def bound_for_record(data: Any, ctx: ToolContext, limit: int = RECORD_FIELD_LIMIT, where: str = "",
+                     artifact: str | None = None) -> Any:
+    """A result's data with every text longer than `limit` cut to its head and tail.
+
+    The transcript holds one JSON line per event, and replay, reports and `agent show` read it
+    whole: a command that prints a GiB must not make a GiB line. The whole text is kept as an
+    artifact, unless the tool already keeps it and names it in a sibling `<field>_artifact`.
+    """
+    if isinstance(data, str):
+        if len(data) <= limit // 4 or len(data.encode("utf-8", "replace")) <= limit:
+            return data
+        artifact = artifact or ctx.artifacts.save(f"{ctx.call_id}-{where.rstrip('.') or 'text'}.txt",
+                                                  ctx.redact(data))
+        return truncate_for_model(data, limit, artifact=artifact)
+    if isinstance(data, dict):
+        return {key: bound_for_record(value, ctx, limit, f"{where}{key}.", data.get(f"{key}_artifact"))
+                for key, value in data.items()}
+    if isinstance(data, list):
+        return [bound_for_record(v, ctx, limit, f"{where}{i}.") for i, v in enumerate(data)]
+    return data
+
+
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
