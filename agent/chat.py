@@ -210,7 +210,7 @@ class Chat:
         except KeyboardInterrupt:
             pass
         finally:
-            self.session.cancel.clear()
+            self.session.rearm_cancel()
         if outcome is None:
             self.view.warn("cancelled; back at the prompt")
         elif outcome.status not in ("done", "model_error"):  # the view showed a model error already

@@ -15,13 +15,14 @@ passed to listeners (the UI).
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import hashlib
 import json
 import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from pydantic import BaseModel
 
@@ -144,6 +145,7 @@ class Session:
         self.artifacts = ArtifactStore(transcript.artifacts_dir)
         self.store: dict[str, Any] = {}  # tool state shared across calls (run_bench's labels)
         self.cancel = threading.Event()
+        self.cancel_reason = "by the operator"  # what set `cancel`: Ctrl-C, or the time budget running out
         self.turns = 0
         self.tokens = 0
         self.tool_calls = 0
@@ -207,7 +209,7 @@ class Session:
         if b.max_tokens is not None and self.tokens >= b.max_tokens:
             return f"token budget of {b.max_tokens} reached ({self.tokens} used)"
         if b.max_wall_s is not None and time.monotonic() - self.started >= b.max_wall_s:
-            return f"time budget of {b.max_wall_s:.0f} s reached"
+            return f"time budget of {b.max_wall_s:g} s reached"
         return None
 
     def step(self) -> Outcome | None:
@@ -275,7 +277,7 @@ class Session:
 
         return ToolContext(hosts=self.hosts, artifacts=self.artifacts, call_id=p.call.id, cancel=self.cancel,
                            emit=emit_live, store=self.store, redact=self.transcript.redactor.text,
-                           known_backup=self.gate.ledger.find)
+                           known_backup=self.gate.ledger.find, cancel_reason=lambda: self.cancel_reason)
 
     def _execute(self, turn_no: int, p: PreparedCall, waits: list[cf.Future]) -> CallResult:
         for f in waits:  # earlier calls this one conflicts with, on the same host
@@ -284,7 +286,7 @@ class Session:
             except BaseException:  # noqa: BLE001 - their failure is theirs; we only wait for them
                 pass
         if self.cancel.is_set():
-            return CallResult(content="cancelled by the operator before it started", ok=False,
+            return CallResult(content=f"cancelled {self.cancel_reason} before it started", ok=False,
                               error="cancelled", status="cancelled")
         started = time.time()
         self.emit("tool_start", turn=turn_no, index=p.index, call_id=p.call.id, tool=p.call.name,
@@ -307,6 +309,43 @@ class Session:
                 results[p.index] = CallResult(content=p.decision.message_for_model(), ok=False, status=status)
         runnable = [p for p in batch if p.runnable]
         self.tool_calls += len(runnable)
+        with self._time_budget_watch():
+            self._run_runnable(turn_no, batch, runnable, results)
+        self._finish_batch(turn_no, batch, results)
+        return results  # type: ignore[return-value]
+
+    def rearm_cancel(self) -> None:
+        """After a cancelled request (chat goes back to the prompt): the next one starts uncancelled."""
+        self.cancel.clear()
+        self.cancel_reason = "by the operator"
+
+    @contextlib.contextmanager
+    def _time_budget_watch(self) -> Iterator[None]:
+        """While a batch runs: when the session's time budget runs out, its calls are cancelled.
+
+        Between turns the budget is checked by `send`; this covers the long step in the middle
+        (an installer, a benchmark), which would otherwise run on past the budget unnoticed.
+        """
+        limit = self.budget.max_wall_s
+        if limit is None:
+            yield
+            return
+
+        def time_up() -> None:
+            self.cancel_reason = f"because the session's time budget of {limit:g} s ran out"
+            self.emit("note", kind="budget", text=f"time budget of {limit:g} s reached: cancelling the running calls")
+            self.cancel.set()
+
+        timer = threading.Timer(max(0.0, limit - (time.monotonic() - self.started)), time_up)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+    def _run_runnable(self, turn_no: int, batch: list[PreparedCall], runnable: list[PreparedCall],
+                      results: list[CallResult | None]) -> None:
         if len(runnable) == 1:
             # One call: no threads needed, and Ctrl-C reaches the tool's own wait loop.
             p = runnable[0]
@@ -320,8 +359,6 @@ class Session:
                 raise
         elif runnable:
             self._run_concurrently(turn_no, runnable, results, batch)
-        self._finish_batch(turn_no, batch, results)
-        return results  # type: ignore[return-value]
 
     def _run_concurrently(self, turn_no, runnable, results, batch) -> None:
         futures: dict[int, cf.Future] = {}

@@ -359,3 +359,34 @@ def test_huge_outputs_are_bounded_in_the_transcript_and_kept_whole_as_artifacts(
     assert (tmp_path / "t.artifacts" / echo_artifact).read_text() == "x" * 200_000 + "END"
     assert echo_result["data"]["text"].endswith("END") and "bytes omitted" in echo_result["data"]["text"]
     assert verify(path).ok
+
+
+def test_the_time_budget_cancels_a_long_step_in_the_middle_of_a_batch(tmp_path):
+    """A step that would run past the session's time budget is stopped when the budget runs out,
+    not when the step ends, and the model, the transcript and the outcome say why."""
+    from tools.hosts import HostPool, HostSpec
+    from tools.ssh_exec import SSHExec
+
+    def session_for(path, first_turn):
+        model = ScriptedModel([first_turn, turn("never reached")])
+        pool = HostPool([HostSpec(name="h1", transport="local"), HostSpec(name="h2", transport="local")])
+        return Session(model=model, registry=Registry([SSHExec(), *all_fake_tools()]),
+                       gate=SafetyPolicy(scope={"h1", "h2"}), transcript=TranscriptWriter(path), hosts=pool,
+                       budget=Budget(max_turns=10, max_wall_s=1.5))
+
+    for name, first_turn in (
+        ("one", turn(calls=[("ssh_exec", {"host": "h1", "command": "sleep 30"})])),  # a single call
+        ("batch", turn(calls=[("ssh_exec", {"host": "h1", "command": "sleep 30"}),  # calls run concurrently
+                              ("sleep", {"host": "h2", "seconds": 30})])),
+    ):
+        path = tmp_path / f"{name}.jsonl"
+        t0 = time.monotonic()
+        out = run_session(session_for(path, first_turn), "wait")
+        assert time.monotonic() - t0 < 15, name  # not the 30 s the steps asked for
+        assert out.status == "budget" and "time budget of 1.5 s reached" in out.reason
+        result = events(path, "tool_result")[0]
+        assert result["data"]["cancelled"] and result["data"]["exit_code"] is None
+        assert "cancelled because the session's time budget of 1.5 s ran out" in result["content"]
+        assert [e["text"] for e in events(path, "note") if e["kind"] == "budget"] == [
+            "time budget of 1.5 s reached: cancelling the running calls"]
+        assert len(events(path, "model_request")) == 1 and verify(path).ok

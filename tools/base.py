@@ -156,6 +156,8 @@ class ToolContext:
     store: dict[str, Any] = field(default_factory=dict)
     # Secrets to keep out of anything a tool writes (backups, artifacts).
     redact: Callable[[str], str] = lambda text: text
+    # Why `cancel` is set, worded to follow "cancelled": the operator's Ctrl-C, or the time budget.
+    cancel_reason: Callable[[], str] = lambda: "by the operator"
     # A verified backup this session took, by id (restore_backup checks the host's copy against it).
     known_backup: Callable[[str], BackupRecord | None] = lambda backup_id: None
 

@@ -444,12 +444,12 @@ class RunBench(Tool):
         for kind, i, of in schedule:
             what = f"{'warmup ' if kind == 'warmup' else ''}run {i} of {of}"
             if ctx.cancel.is_set():
-                raise ToolError(f"cancelled by the operator before {what}; measured so far: {values or 'nothing'}")
+                raise ToolError(f"cancelled {ctx.cancel_reason()} before {what}; measured so far: {values or 'nothing'}")
             last = self._run_once(ctx, host, args, what)
             saved = ctx.artifacts.save(f"{ctx.call_id}-{kind}{i}.txt", ctx.redact(_whole_output(args, last)))
             if saved:
                 artifacts.append(saved)
-            self._check_finished(args, last, what, saved)
+            self._check_finished(ctx, args, last, what, saved)
             found = _read_run_metric(args.parser, metric, last, what, saved)
             unit = found.unit
             if kind == "warmup":
@@ -527,9 +527,10 @@ class RunBench(Tool):
         forward.flush()
         return r
 
-    def _check_finished(self, args: RunBenchArgs, r: CommandResult, what: str, artifact: str | None) -> None:
+    def _check_finished(self, ctx: ToolContext, args: RunBenchArgs, r: CommandResult, what: str,
+                        artifact: str | None) -> None:
         if r.cancelled:
-            raise ToolError(f"cancelled by the operator during {what}; the command was killed")
+            raise ToolError(f"cancelled {ctx.cancel_reason()} during {what}; the command was killed")
         if r.timed_out:
             raise ToolError(f"{what} timed out after {args.timeout:g}s and was killed; raise `timeout` if the "
                             f"benchmark needs longer, or make it smaller.{_failure_tail(r, artifact)}")

@@ -31,6 +31,7 @@ class SSHExecResult(BaseModel):
     timed_out: bool = False
     connection_lost: bool = False
     cancelled: bool = False
+    cancelled_why: str | None = None  # "by the operator", or the session's time budget
     hint: str | None = None
     stdout_artifact: str | None = None  # where the whole stdout is kept, when it is too long to show
     stderr_artifact: str | None = None
@@ -84,6 +85,7 @@ class SSHExec(Tool):
             timed_out=r.timed_out,
             connection_lost=r.connection_lost,
             cancelled=r.cancelled,
+            cancelled_why=ctx.cancel_reason() if r.cancelled else None,
             hint=r.hint,
             stdout_artifact=_save_if_long(ctx, "stdout", r.stdout),
             stderr_artifact=_save_if_long(ctx, "stderr", r.stderr),
@@ -93,7 +95,7 @@ class SSHExec(Tool):
         if result.timed_out:
             status = "timed out; the command and its children were killed"
         elif result.cancelled:
-            status = "cancelled by the operator; the command and its children were killed"
+            status = f"cancelled {result.cancelled_why or 'by the operator'}; the command and its children were killed"
         elif result.connection_lost:
             status = "connection lost while running; the command was not run again"
         else:

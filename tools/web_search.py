@@ -119,7 +119,7 @@ class WebSearch(Tool):
         try:
             response = _within_deadline(search, timeout_s, ctx.cancel)
         except _Cancelled:
-            raise ToolError("web_search was cancelled by the operator") from None
+            raise ToolError(f"web_search was cancelled {ctx.cancel_reason()}") from None
         except _DeadlinePassed:
             raise ToolError(_timed_out(base_url, timeout_s, abandoned=True)) from None
         except Exception as exc:  # noqa: BLE001 - every failure becomes one message for the model
