@@ -135,6 +135,7 @@ class TranscriptWriter:
         self._seq = 0
         self._prev = ""
         self._closed = False
+        self._unsure = False  # a write may have been cut short by an interrupt
         self._file = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -153,24 +154,62 @@ class TranscriptWriter:
     def write(self, type_: str, **fields: Any) -> dict:
         """Write one event and return it (as written: redacted)."""
         with self._lock:
+            if self._unsure:
+                self._resync()
             if self._closed:
                 raise RuntimeError("transcript is closed")
             event = {"v": SCHEMA_VERSION, "seq": self._seq, "t": round(time.time(), 6), "type": type_,
                      "prev": self._prev}
             event.update(self.redactor.value(fields))
-            if self._file is not None:
-                try:
-                    line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_json_default).encode()
-                except UnicodeEncodeError:  # text that is not valid Unicode: keep it, escaped, rather than crash
-                    line = json.dumps(event, ensure_ascii=True, separators=(",", ":"), default=_json_default).encode()
-                self._file.write(line + b"\n")  # unbuffered: on disk (page cache) when this returns
-                self._prev = line_hash(line)
-            self._seq += 1
+            if self._file is None:
+                self._seq += 1
+                return event
+            try:
+                line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_json_default).encode()
+            except UnicodeEncodeError:  # text that is not valid Unicode: keep it, escaped, rather than crash
+                line = json.dumps(event, ensure_ascii=True, separators=(",", ":"), default=_json_default).encode()
+            digest = line_hash(line)
+            # A Ctrl-C (KeyboardInterrupt) can land right after the write, before the chain moves on:
+            # then the next write reads the chain's end back from the file instead of trusting memory.
+            self._unsure = True
+            self._file.write(line + b"\n")  # unbuffered: on disk (page cache) when this returns
+            self._prev, self._seq = digest, self._seq + 1
             if type_ == "session_end":
                 self._closed = True
-                if self._file is not None:
-                    self._file.close()
+                self._file.close()
+            self._unsure = False
             return event
+
+    def _resync(self) -> None:
+        """The chain's end as the file has it: the hash and seq after its last line."""
+        assert self.path is not None
+        last = _last_line(self.path)
+        if last is None:
+            self._prev, self._seq = "", 0
+        else:
+            event = json.loads(last)
+            self._prev, self._seq = line_hash(last), int(event["seq"]) + 1
+            if event.get("type") == "session_end":
+                self._closed = True
+                if self._file is not None and not self._file.closed:
+                    self._file.close()
+        self._unsure = False
+
+
+def _last_line(path: Path, block: int = 65536) -> bytes | None:
+    """The file's last non-empty line, read from the end."""
+    with open(path, "rb") as f:
+        end = f.seek(0, os.SEEK_END)
+        tail = b""
+        pos = end
+        while pos > 0:
+            pos = max(0, pos - block)
+            f.seek(pos)
+            tail = f.read(end - pos)
+            stripped = tail.rstrip(b"\n")
+            if b"\n" in stripped or pos == 0:
+                return stripped.rsplit(b"\n", 1)[-1] or None
+        return None
 
 
 def _json_default(o: Any) -> Any:

@@ -390,3 +390,60 @@ def test_the_time_budget_cancels_a_long_step_in_the_middle_of_a_batch(tmp_path):
         assert [e["text"] for e in events(path, "note") if e["kind"] == "budget"] == [
             "time budget of 1.5 s reached: cancelling the running calls"]
         assert len(events(path, "model_request")) == 1 and verify(path).ok
+
+
+def test_ctrl_c_storms_never_break_the_hash_chain(tmp_path):
+    """SIGINT lands between bytecodes; one landing after a line's write and before the chain's
+    update would leave the next line pointing at the wrong hash."""
+    path = tmp_path / "t.jsonl"
+    writer = TranscriptWriter(path)
+    stop = threading.Event()
+    writing = [False]  # interrupts land only inside the write below, never in the test's own lines
+
+    def interrupt(signum, frame):
+        if writing[0]:
+            raise KeyboardInterrupt
+
+    def storm():
+        while not stop.is_set():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.0002)
+
+    interrupted = written = 0
+    previous = signal.signal(signal.SIGINT, interrupt)
+    sender = threading.Thread(target=storm)
+    try:
+        sender.start()
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            try:
+                writing[0] = True
+                writer.write("note", kind="test", text="x" * 200)
+                writing[0] = False
+                written += 1
+            except KeyboardInterrupt:
+                writing[0] = False
+                interrupted += 1
+    finally:
+        stop.set()
+        sender.join()
+        signal.signal(signal.SIGINT, previous)
+    writer.write("session_end", status="done")
+    assert interrupted > 50 and written > 50, (interrupted, written)  # the storm really hit the writes
+    assert verify(path).ok, verify(path)
+
+
+def test_after_an_interrupted_write_the_chain_is_read_back_from_the_file(tmp_path):
+    """Long lines (longer than one read block) and a session_end already on disk included."""
+    path = tmp_path / "t.jsonl"
+    writer = TranscriptWriter(path)
+    writer.write("note", kind="test", text="y" * 200_000)
+    writer._prev, writer._seq, writer._unsure = "stale", 99, True  # as a Ctrl-C after the write leaves it
+    writer.write("note", kind="test", text="after")
+    writer._unsure = True
+    writer.write("session_end", status="done")
+    assert verify(path).ok
+    writer._closed, writer._unsure = False, True  # the end was written but not noted
+    with pytest.raises(RuntimeError, match="closed"):
+        writer.write("note", kind="test", text="too late")
+    assert verify(path).ok and len(path.read_bytes().splitlines()) == 3
