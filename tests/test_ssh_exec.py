@@ -7,7 +7,8 @@ import threading
 import pytest
 from sshd import closed_port, unique_marker
 
-from tools.base import MODEL_OUTPUT_LIMIT, ArgumentError, ArtifactStore, ToolContext, ToolError
+from agent.classifier import classify
+from tools.base import MODEL_OUTPUT_LIMIT, ArgumentError, ArtifactStore, RiskClass, ToolContext, ToolError
 from tools.hosts import HostPool, HostSpec
 from tools.ssh_exec import SSHExec
 
@@ -116,6 +117,36 @@ def test_action_binds_env_and_cwd_into_the_subject():
     args = tool.parse_args({"host": "gpu1", "command": "pip install torch", "env": {"PIP_INDEX_URL": "https://x y"},
                             "cwd": "/opt/app"})
     assert tool.action(args).subject == "cd /opt/app && PIP_INDEX_URL='https://x y' pip install torch"
+
+
+def test_a_command_of_several_parts_gets_the_exact_env_and_cwd_forms():
+    """env K with `a; b` sets K for both, and a failed cd runs neither: the subject must say so,
+    so it never equals what the model could write itself with a different meaning."""
+    tool = SSHExec()
+
+    def subject(**raw):
+        return tool.action(tool.parse_args({"host": "gpu1", **raw})).subject
+
+    with_env = subject(command="apt-get update; apt-get install -y foo", env={"LD_PRELOAD": "/x.so"})
+    assert with_env == "export LD_PRELOAD=/x.so; apt-get update; apt-get install -y foo"
+    assert with_env != subject(command="LD_PRELOAD=/x.so apt-get update; apt-get install -y foo")
+    with_cwd = subject(command="make; make install", cwd="/opt/src")
+    assert with_cwd == "cd -- /opt/src || exit\nmake; make install"
+    assert with_cwd != subject(command="cd /opt/src && make; make install")
+    assert subject(command="nvidia-smi -L", env={"CUDA_VISIBLE_DEVICES": "0"}, cwd="/tmp") == \
+        "cd /tmp && CUDA_VISIBLE_DEVICES=0 nvidia-smi -L"
+    # The exact forms still classify like what runs.
+    assert classify(subject(command="nvidia-smi -L; ls", cwd="/opt")).cls is RiskClass.READ_ONLY
+    assert classify(with_env).cls is not RiskClass.READ_ONLY
+
+
+def test_the_exact_forms_run_as_the_subject_says(run_tool, tmp_path):
+    (tmp_path / "d").mkdir()
+    result, _ = run_tool({"host": "box", "command": 'echo "$K"; pwd; echo "$K"', "env": {"K": "v"},
+                          "cwd": str(tmp_path / "d")})
+    assert result.stdout == f"v\n{tmp_path / 'd'}\nv\n"
+    result, _ = run_tool({"host": "box", "command": "echo first; echo second", "cwd": str(tmp_path / "missing")})
+    assert result.exit_code != 0 and result.stdout == ""  # a failed cd runs no part of the command
 
 
 def test_arguments_are_strict():

@@ -115,15 +115,24 @@ class SSHExec(Tool):
 def command_subject(args: SSHExecArgs) -> str:
     """What the safety gate classifies and an approval binds to: the command as it will run.
 
-    The environment goes in front as `K=V` assignments, and the directory as `cd DIR &&`,
-    so the classifier sees them and an approval of one command never covers it with a
-    different environment or in another directory.
+    The environment and the directory go in front, so the classifier sees them and an approval
+    of one command never covers it with a different environment or in another directory. The
+    short forms `K=V cmd` and `cd DIR && cmd` mean what the call does only for one simple
+    command: for `a; b`, K would reach `a` alone and a failed cd would still run `b`. So a
+    command of several parts gets the exact forms: `export K=V; a; b`, and `cd -- DIR || exit`
+    on a line of its own, as the host layer runs it. A model that writes `K=V a; b` itself
+    therefore never shares a subject (nor an approval) with env K and `a; b`.
     """
-    subject = args.command
+    command = args.command
+    # Without these characters bash sees one simple command; with them, the exact forms are used.
+    one_command = not any(c in command for c in ";&|()<>`$\n\r")
+    subject = command
     if args.env:
-        subject = " ".join(f"{k}={shlex.quote(v)}" for k, v in args.env.items()) + " " + subject
+        assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in args.env.items())
+        subject = f"{assigns} {subject}" if one_command else f"export {assigns}; {subject}"
     if args.cwd is not None:
-        subject = f"cd {shlex.quote(args.cwd)} && {subject}"
+        cwd = shlex.quote(args.cwd)
+        subject = f"cd {cwd} && {subject}" if one_command else f"cd -- {cwd} || exit\n{subject}"
     return subject
 
 
