@@ -48,7 +48,7 @@ class CtrlC:
         again = self.requested.is_set()
         self.requested.set()
         if self.session is not None:
-            self.session.cancel.set()
+            self.session.request_cancel()
         if again or self.phase in ("model", "asking"):
             raise KeyboardInterrupt
 

@@ -52,6 +52,15 @@ class Outcome:
 
 
 @dataclass
+class _RunningCall:
+    """A running call's own cancel flag: the operator cancels every call, the time budget only some."""
+
+    cancel: threading.Event
+    changes_host: bool
+    reason: str = "by the operator"
+
+
+@dataclass
 class PreparedCall:
     """One tool call of a batch after validation and the gate."""
 
@@ -106,8 +115,7 @@ class LiveToolRunner:
             where = ctx.artifacts.save(f"{prepared.call.id}-traceback.txt", ctx.redact(detail))
             msg = f"tool {tool.name} crashed: {type(e).__name__}: {e}" + (f" (traceback in {where})" if where else "")
             return CallResult(content=f"error: {msg}", ok=False, error=msg, status="crashed")
-        return CallResult(content=tool.render(result), ok=True,
-                          data=bound_for_record(result.model_dump(mode="json"), ctx))
+        return CallResult(content=tool.render(result), ok=True, data=result.model_dump(mode="json"))
 
 
 Listener = Callable[[dict], None]
@@ -144,8 +152,9 @@ class Session:
             self._add_message({"role": "system", "content": system_prompt})
         self.artifacts = ArtifactStore(transcript.artifacts_dir)
         self.store: dict[str, Any] = {}  # tool state shared across calls (run_bench's labels)
-        self.cancel = threading.Event()
-        self.cancel_reason = "by the operator"  # what set `cancel`: Ctrl-C, or the time budget running out
+        self.cancel = threading.Event()  # the operator's cancel; set through request_cancel()
+        self._running: dict[str, _RunningCall] = {}  # call id -> its own cancel flag, while it runs
+        self._time_up = False  # the time budget ran out while a batch ran: nothing new starts
         self.turns = 0
         self.tokens = 0
         self.tool_calls = 0
@@ -271,13 +280,22 @@ class Session:
             self.refused.append(p.decision)
         return p
 
-    def _context(self, p: PreparedCall) -> ToolContext:
+    def _context(self, p: PreparedCall, running: _RunningCall) -> ToolContext:
         def emit_live(kind: str, data: dict) -> None:
             self.emit(kind, record=False, call_id=p.call.id, tool=p.call.name, **data)
 
-        return ToolContext(hosts=self.hosts, artifacts=self.artifacts, call_id=p.call.id, cancel=self.cancel,
+        return ToolContext(hosts=self.hosts, artifacts=self.artifacts, call_id=p.call.id, cancel=running.cancel,
                            emit=emit_live, store=self.store, redact=self.transcript.redactor.text,
-                           known_backup=self.gate.ledger.find, cancel_reason=lambda: self.cancel_reason)
+                           known_backup=self.gate.ledger.find, cancel_reason=lambda: running.reason)
+
+    def request_cancel(self) -> None:
+        """The operator's cancel (Ctrl-C): every running call stops, none starts.
+
+        Safe in a signal handler: it takes no lock (a copy of the running calls is made under the GIL).
+        """
+        self.cancel.set()
+        for running in list(self._running.values()):
+            running.cancel.set()
 
     def _execute(self, turn_no: int, p: PreparedCall, waits: list[cf.Future]) -> CallResult:
         for f in waits:  # earlier calls this one conflicts with, on the same host
@@ -285,17 +303,28 @@ class Session:
                 f.result()
             except BaseException:  # noqa: BLE001 - their failure is theirs; we only wait for them
                 pass
-        if self.cancel.is_set():
-            return CallResult(content=f"cancelled {self.cancel_reason} before it started", ok=False,
-                              error="cancelled", status="cancelled")
-        started = time.time()
-        self.emit("tool_start", turn=turn_no, index=p.index, call_id=p.call.id, tool=p.call.name,
-                  host=p.action.host if p.action else None)
-        t0 = time.monotonic()
-        result = self.runner.run(p, self._context(p))
-        result.duration_s = time.monotonic() - t0
-        result.started, result.ended = started, time.time()
-        return result
+        running = _RunningCall(threading.Event(), changes_host=p.decision.risk.cls is not RiskClass.READ_ONLY)
+        self._running[p.call.id] = running
+        try:
+            if self.cancel.is_set():  # checked after registering, so a cancel in between still reaches it
+                return CallResult(content="cancelled by the operator before it started", ok=False,
+                                  error="cancelled", status="cancelled")
+            if self._time_up:
+                return CallResult(content=f"not started: {self._time_up_reason()}", ok=False,
+                                  error="cancelled", status="cancelled")
+            started = time.time()
+            self.emit("tool_start", turn=turn_no, index=p.index, call_id=p.call.id, tool=p.call.name,
+                      host=p.action.host if p.action else None)
+            t0 = time.monotonic()
+            ctx = self._context(p, running)
+            result = self.runner.run(p, ctx)
+            if result.data is not None:  # what the transcript keeps: long texts as head and tail
+                result.data = bound_for_record(result.data, ctx)
+            result.duration_s = time.monotonic() - t0
+            result.started, result.ended = started, time.time()
+            return result
+        finally:
+            self._running.pop(p.call.id, None)
 
     # ------------------------------------------------------------------ the batch
 
@@ -317,32 +346,47 @@ class Session:
     def rearm_cancel(self) -> None:
         """After a cancelled request (chat goes back to the prompt): the next one starts uncancelled."""
         self.cancel.clear()
-        self.cancel_reason = "by the operator"
+
+    def _time_up_reason(self) -> str:
+        return f"the session's time budget of {self.budget.max_wall_s:g} s ran out"
 
     @contextlib.contextmanager
     def _time_budget_watch(self) -> Iterator[None]:
-        """While a batch runs: when the session's time budget runs out, its calls are cancelled.
+        """While a batch runs: what happens when the session's time budget runs out.
 
-        Between turns the budget is checked by `send`; this covers the long step in the middle
-        (an installer, a benchmark), which would otherwise run on past the budget unnoticed.
+        Between turns the budget is checked by `send`; this covers the long step in the middle.
+        Read-only calls (a benchmark, a long query) are cancelled and nothing new starts. A call
+        that changes a host (an installer, a pip install) is left to finish, bounded by its own
+        timeout: killed halfway, it would leave the host half-changed, which is worse than late.
         """
-        limit = self.budget.max_wall_s
-        if limit is None:
+        if self.budget.max_wall_s is None:
             yield
             return
 
         def time_up() -> None:
-            self.cancel_reason = f"because the session's time budget of {limit:g} s ran out"
-            self.emit("note", kind="budget", text=f"time budget of {limit:g} s reached: cancelling the running calls")
-            self.cancel.set()
+            self._time_up = True
+            running = list(self._running.values())
+            for call in running:
+                if not call.changes_host:
+                    call.reason = f"because {self._time_up_reason()}"
+                    call.cancel.set()
+            left = sum(call.changes_host for call in running)
+            try:
+                self.emit("note", kind="budget", text=f"time budget of {self.budget.max_wall_s:g} s reached: "
+                          f"read-only calls cancelled, nothing new starts" +
+                          (f"; {left} running change(s) left to finish within their own timeouts" if left else ""))
+            except RuntimeError:  # the transcript closed meanwhile: nothing left to say it to
+                pass
 
-        timer = threading.Timer(max(0.0, limit - (time.monotonic() - self.started)), time_up)
+        timer = threading.Timer(max(0.0, self.budget.max_wall_s - (time.monotonic() - self.started)), time_up)
         timer.daemon = True
-        timer.start()
         try:
+            timer.start()
             yield
         finally:
             timer.cancel()
+            if timer.is_alive():
+                timer.join()  # a time_up already running finishes before the batch is recorded
 
     def _run_runnable(self, turn_no: int, batch: list[PreparedCall], runnable: list[PreparedCall],
                       results: list[CallResult | None]) -> None:
@@ -352,7 +396,7 @@ class Session:
             try:
                 results[p.index] = self._execute(turn_no, p, [])
             except KeyboardInterrupt:
-                self.cancel.set()
+                self.request_cancel()
                 results[p.index] = CallResult(content="cancelled by the operator", ok=False, error="cancelled",
                                               status="cancelled")
                 self._finish_batch(turn_no, batch, results)
@@ -379,7 +423,7 @@ class Session:
                 while pending:
                     _, pending = cf.wait(pending, timeout=0.2)
             except KeyboardInterrupt:
-                self.cancel.set()  # running commands see it and kill their remote processes
+                self.request_cancel()  # running commands see it and kill their remote processes
                 cf.wait(list(futures.values()), timeout=30)
                 for p in runnable:
                     f = futures[p.index]

@@ -125,17 +125,34 @@ def line_hash(line: bytes) -> str:
     return hashlib.sha256(line.rstrip(b"\n")).hexdigest()
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """A line being written: enough to tell afterwards whether it reached the file."""
+
+    size_before: int
+    length: int  # bytes, newline included
+    digest: str
+    seq_after: int
+    closes: bool  # a session_end
+
+
 class TranscriptWriter:
-    """Appends events to a JSONL file. Thread-safe: tool threads and the loop both write."""
+    """Appends events to a JSONL file. Thread-safe: tool threads and the loop both write.
+
+    The chain's end (hash of the last line, next seq, file size) is one tuple, replaced in one
+    assignment. A write cut short (Ctrl-C lands between bytecodes, so right after the write
+    returns; or an OSError such as a full disk, possibly after part of the line) leaves a
+    pending note; the file's size then tells whether the line is there, and a partial line is
+    cut off, before anything else is written.
+    """
 
     def __init__(self, path: Path | None, redactor: Redactor | None = None):
         self.path = path
         self.redactor = redactor or Redactor()
         self._lock = threading.Lock()
-        self._seq = 0
-        self._prev = ""
+        self._chain = ("", 0, 0)  # (prev hash, next seq, file size)
+        self._pending: _Pending | None = None
         self._closed = False
-        self._unsure = False  # a write may have been cut short by an interrupt
         self._file = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -154,62 +171,46 @@ class TranscriptWriter:
     def write(self, type_: str, **fields: Any) -> dict:
         """Write one event and return it (as written: redacted)."""
         with self._lock:
-            if self._unsure:
-                self._resync()
+            if self._pending is not None:
+                self._settle()
             if self._closed:
                 raise RuntimeError("transcript is closed")
-            event = {"v": SCHEMA_VERSION, "seq": self._seq, "t": round(time.time(), 6), "type": type_,
-                     "prev": self._prev}
+            prev, seq, size = self._chain
+            event = {"v": SCHEMA_VERSION, "seq": seq, "t": round(time.time(), 6), "type": type_, "prev": prev}
             event.update(self.redactor.value(fields))
             if self._file is None:
-                self._seq += 1
+                self._chain = (prev, seq + 1, size)
                 return event
             try:
                 line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_json_default).encode()
             except UnicodeEncodeError:  # text that is not valid Unicode: keep it, escaped, rather than crash
                 line = json.dumps(event, ensure_ascii=True, separators=(",", ":"), default=_json_default).encode()
-            digest = line_hash(line)
-            # A Ctrl-C (KeyboardInterrupt) can land right after the write, before the chain moves on:
-            # then the next write reads the chain's end back from the file instead of trusting memory.
-            self._unsure = True
-            self._file.write(line + b"\n")  # unbuffered: on disk (page cache) when this returns
-            self._prev, self._seq = digest, self._seq + 1
-            if type_ == "session_end":
-                self._closed = True
-                self._file.close()
-            self._unsure = False
+            self._pending = _Pending(size, len(line) + 1, line_hash(line), seq + 1, type_ == "session_end")
+            try:
+                self._file.write(line + b"\n")  # unbuffered: on disk (page cache) when this returns
+            finally:
+                self._settle()
             return event
 
-    def _resync(self) -> None:
-        """The chain's end as the file has it: the hash and seq after its last line."""
-        assert self.path is not None
-        last = _last_line(self.path)
-        if last is None:
-            self._prev, self._seq = "", 0
+    def _settle(self) -> None:
+        """Move the chain on if the pending line is whole in the file; cut it off if it is partial.
+
+        Safe to run again when interrupted itself: every step sets state, none adds to it.
+        """
+        pending = self._pending
+        assert pending is not None and self._file is not None
+        if self._file.closed:  # the session_end was settled already
+            self._closed = True
         else:
-            event = json.loads(last)
-            self._prev, self._seq = line_hash(last), int(event["seq"]) + 1
-            if event.get("type") == "session_end":
-                self._closed = True
-                if self._file is not None and not self._file.closed:
+            size = os.fstat(self._file.fileno()).st_size
+            if size == pending.size_before + pending.length:
+                self._chain = (pending.digest, pending.seq_after, size)
+                if pending.closes:
+                    self._closed = True
                     self._file.close()
-        self._unsure = False
-
-
-def _last_line(path: Path, block: int = 65536) -> bytes | None:
-    """The file's last non-empty line, read from the end."""
-    with open(path, "rb") as f:
-        end = f.seek(0, os.SEEK_END)
-        tail = b""
-        pos = end
-        while pos > 0:
-            pos = max(0, pos - block)
-            f.seek(pos)
-            tail = f.read(end - pos)
-            stripped = tail.rstrip(b"\n")
-            if b"\n" in stripped or pos == 0:
-                return stripped.rsplit(b"\n", 1)[-1] or None
-        return None
+            elif size != pending.size_before:
+                os.ftruncate(self._file.fileno(), pending.size_before)
+        self._pending = None
 
 
 def _json_default(o: Any) -> Any:

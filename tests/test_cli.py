@@ -64,6 +64,16 @@ def test_exec_runs_read_only_commands_and_refuses_the_rest():
     assert r.returncode == 3  # sh -c is a wrapper: never read-only
 
 
+def test_exec_prints_the_whole_output_however_long(tmp_path):
+    """No transcript here: nothing is cut for a record, the caller gets every byte."""
+    numbers = tmp_path / "numbers.txt"
+    numbers.write_text("".join(f"{i}\n" for i in range(100_000)))  # 589 kB, past the transcript's field limit
+    r = agent("exec", "local", "--", "cat", str(numbers))
+    assert r.returncode == 0 and r.stdout == numbers.read_text()
+    r = agent("exec", "local", "--json", "--", "cat", str(numbers))
+    assert r.returncode == 0 and json.loads(r.stdout)["stdout"] == numbers.read_text()
+
+
 def test_exec_to_an_unreachable_host_is_a_clear_error():
     import socket
 

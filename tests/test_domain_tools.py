@@ -156,6 +156,39 @@ def test_a_backup_rewritten_whole_on_the_host_is_refused_when_this_session_took_
     assert r.uninstalled == ["vllm"]  # what the rewritten backup asked for
 
 
+def test_through_the_loop_restore_checks_the_backup_against_the_sessions_own_record(tmp_path):
+    """The session hands its ledger to restore_backup: a backup rewritten on the host between
+    the backup and the restore is refused, sums and all."""
+    sim = build_sim(tmp_path / "gpu")
+    pool = HostPool([sim.host_spec()])
+    taken: list[str] = []
+
+    def expert(messages):
+        n = sum(1 for m in messages if m["role"] == "assistant")
+        if n == 0:
+            return turn(calls=[("pip_freeze_backup", {"host": "sim"})])
+        if n == 1:
+            backup_id = json.loads(messages[-1]["content"])["backup_id"]
+            taken.append(backup_id)
+            remote = Path(sim.sys_path(f"/var/tmp/upgrade-agent/backups/{backup_id}"))
+            freeze = (remote / "freeze.txt").read_text()
+            (remote / "freeze.txt").write_text(freeze.replace("vllm==", "vllm>="))
+            names = [line.split()[1] for line in (remote / "SHA256SUMS").read_text().splitlines()]
+            (remote / "SHA256SUMS").write_text(
+                "".join(f"{sha256_hex((remote / n).read_bytes())}  {n}\n" for n in names))
+            return turn(calls=[("restore_backup", {"host": "sim", "backup_id": backup_id, "python": None})])
+        return turn("stopped")
+
+    path = tmp_path / "t.jsonl"
+    gate = SafetyPolicy(scope={"sim"}, authorizations=[Authorization(host="sim", tool="restore_backup", destructive=True)])
+    session = Session(model=ScriptedModel(expert), registry=Registry([PipFreezeBackup(), RestoreBackup()]),
+                      gate=gate, transcript=TranscriptWriter(path), hosts=pool, budget=Budget(max_turns=5))
+    assert run_session(session, "back up, then restore").status == "done"
+    restore = [e for e in iter_events(path) if e["type"] == "tool_result" and e["tool"] == "restore_backup"][0]
+    assert restore["status"] == "error", restore["content"]
+    assert f"backup {taken[0]} on sim was changed after it was taken: freeze.txt" in restore["content"]
+
+
 def test_a_mutating_step_is_allowed_only_after_a_verified_backup(tmp_path):
     """The gate, the ledger and the real backup tool together, through the loop."""
     sim = build_sim(tmp_path / "gpu")
@@ -270,3 +303,26 @@ def test_a_benchmark_may_set_the_toolkit_but_not_load_code_through_its_environme
         r = risk({name: "/tmp/x"})
         assert r.cls.value == "mutating" and r.rule == "workload:env" and name in r.reason
     assert risk({"CUDA_HOME": "/usr/local/cuda-13.0/../../../tmp/x/usr/local/cuda"}).rule == "workload:env"
+
+
+def test_cancelled_tools_say_so_and_what_state_they_leave(tmp_path):
+    """A cancel (Ctrl-C or the time budget) is an error naming its cause, never a result that
+    looks like a finished inspection or a failed command."""
+    sim = build_sim(tmp_path / "gpu")
+    pool = HostPool([sim.host_spec()])
+    ctx = ctx_for(pool, tmp_path)
+    b = call(PipFreezeBackup(), ctx, host="sim")
+    ctx.cancel.set()
+    ctx.cancel_reason = lambda: "because the session's time budget of 60 s ran out"
+    cases = [
+        (InspectHost(), {"host": "sim"}, "inspecting sim was cancelled because the session's time budget of 60 s "
+                                         "ran out: no facts were gathered"),
+        (PipFreezeBackup(), {"host": "sim"}, "the backup of sim was cancelled because the session's time budget"),
+        (RestoreBackup(), {"host": "sim", "backup_id": b.backup_id}, "may be part-way restored: run restore_backup"),
+        (InstallRunfile(), _runfile_args(sim), "cancelled because the session's time budget of 60 s ran out during "
+                                               "preflight; the command was killed and nothing was written"),
+    ]
+    for tool, args, message in cases:
+        with pytest.raises(ToolError) as e:
+            call(tool, ctx, **args)
+        assert message in str(e.value), (tool.name, str(e.value))

@@ -361,19 +361,19 @@ def test_huge_outputs_are_bounded_in_the_transcript_and_kept_whole_as_artifacts(
     assert verify(path).ok
 
 
-def test_the_time_budget_cancels_a_long_step_in_the_middle_of_a_batch(tmp_path):
-    """A step that would run past the session's time budget is stopped when the budget runs out,
-    not when the step ends, and the model, the transcript and the outcome say why."""
+def budget_session(path, turns, max_wall_s=1.5, **policy) -> Session:
     from tools.hosts import HostPool, HostSpec
     from tools.ssh_exec import SSHExec
 
-    def session_for(path, first_turn):
-        model = ScriptedModel([first_turn, turn("never reached")])
-        pool = HostPool([HostSpec(name="h1", transport="local"), HostSpec(name="h2", transport="local")])
-        return Session(model=model, registry=Registry([SSHExec(), *all_fake_tools()]),
-                       gate=SafetyPolicy(scope={"h1", "h2"}), transcript=TranscriptWriter(path), hosts=pool,
-                       budget=Budget(max_turns=10, max_wall_s=1.5))
+    pool = HostPool([HostSpec(name="h1", transport="local"), HostSpec(name="h2", transport="local")])
+    return Session(model=ScriptedModel(turns), registry=Registry([SSHExec(), *all_fake_tools()]),
+                   gate=SafetyPolicy(scope={"h1", "h2"}, **policy), transcript=TranscriptWriter(path), hosts=pool,
+                   budget=Budget(max_turns=10, max_wall_s=max_wall_s))
 
+
+def test_the_time_budget_cancels_a_long_read_only_step_in_the_middle_of_a_batch(tmp_path):
+    """A step that would run past the session's time budget is stopped when the budget runs out,
+    not when the step ends, and the model, the transcript and the outcome say why."""
     for name, first_turn in (
         ("one", turn(calls=[("ssh_exec", {"host": "h1", "command": "sleep 30"})])),  # a single call
         ("batch", turn(calls=[("ssh_exec", {"host": "h1", "command": "sleep 30"}),  # calls run concurrently
@@ -381,15 +381,48 @@ def test_the_time_budget_cancels_a_long_step_in_the_middle_of_a_batch(tmp_path):
     ):
         path = tmp_path / f"{name}.jsonl"
         t0 = time.monotonic()
-        out = run_session(session_for(path, first_turn), "wait")
+        out = run_session(budget_session(path, [first_turn, turn("never reached")]), "wait")
         assert time.monotonic() - t0 < 15, name  # not the 30 s the steps asked for
         assert out.status == "budget" and "time budget of 1.5 s reached" in out.reason
         result = events(path, "tool_result")[0]
         assert result["data"]["cancelled"] and result["data"]["exit_code"] is None
         assert "cancelled because the session's time budget of 1.5 s ran out" in result["content"]
         assert [e["text"] for e in events(path, "note") if e["kind"] == "budget"] == [
-            "time budget of 1.5 s reached: cancelling the running calls"]
+            "time budget of 1.5 s reached: read-only calls cancelled, nothing new starts"]
         assert len(events(path, "model_request")) == 1 and verify(path).ok
+
+
+def test_a_change_running_when_the_time_budget_ends_is_left_to_finish_and_nothing_new_starts(tmp_path):
+    """Killing an installer halfway leaves the host half-changed: changes finish, reads stop."""
+    path = tmp_path / "t.jsonl"
+    turns = [
+        turn(calls=[("fake_backup", {"host": "h2"})]),
+        turn(calls=[("ssh_exec", {"host": "h1", "command": "sleep 30"}),  # read-only: cancelled
+                    ("sleep", {"host": "h2", "seconds": 2.5, "change": True}),  # a change: finishes
+                    ("sleep", {"host": "h2", "seconds": 1})]),  # waits for the change: never starts
+        turn("never reached"),
+    ]
+    out = run_session(budget_session(path, turns, authorizations=[Authorization(tool="sleep")]), "go")
+    assert out.status == "budget"
+    read, change, later = (e for e in events(path, "tool_result") if e["turn"] == 2)
+    assert read["data"]["cancelled"] and "cancelled because the session's time budget" in read["content"]
+    assert change["status"] == "ok" and change["duration_s"] >= 2.4  # ran its whole course
+    assert later["status"] == "cancelled" and later["content"] == \
+        "not started: the session's time budget of 1.5 s ran out"
+    notes = [e["text"] for e in events(path, "note") if e["kind"] == "budget"]
+    assert notes == ["time budget of 1.5 s reached: read-only calls cancelled, nothing new starts; "
+                     "1 running change(s) left to finish within their own timeouts"]
+    assert verify(path).ok
+
+
+def test_a_batch_that_ends_within_the_time_budget_leaves_no_trace_of_it(tmp_path):
+    path = tmp_path / "t.jsonl"
+    session = budget_session(path, [turn(calls=[("sleep", {"host": "h1", "seconds": 0.1})]), turn("done")],
+                             max_wall_s=30)
+    assert run_session(session, "go").status == "done"
+    assert not session.cancel.is_set() and not session._time_up and not session._running
+    assert not [e for e in events(path, "note") if e["kind"] == "budget"]
+    assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer)]  # no timer left behind
 
 
 def test_ctrl_c_storms_never_break_the_hash_chain(tmp_path):
@@ -402,6 +435,7 @@ def test_ctrl_c_storms_never_break_the_hash_chain(tmp_path):
 
     def interrupt(signum, frame):
         if writing[0]:
+            writing[0] = False  # one interrupt per write: a second cannot land in the except below
             raise KeyboardInterrupt
 
     def storm():
@@ -422,7 +456,6 @@ def test_ctrl_c_storms_never_break_the_hash_chain(tmp_path):
                 writing[0] = False
                 written += 1
             except KeyboardInterrupt:
-                writing[0] = False
                 interrupted += 1
     finally:
         stop.set()
@@ -433,17 +466,51 @@ def test_ctrl_c_storms_never_break_the_hash_chain(tmp_path):
     assert verify(path).ok, verify(path)
 
 
-def test_after_an_interrupted_write_the_chain_is_read_back_from_the_file(tmp_path):
-    """Long lines (longer than one read block) and a session_end already on disk included."""
+class _FailingFile:
+    """Wraps the transcript's file: the next write does `how` instead."""
+
+    def __init__(self, real, how: str):
+        self.real, self.how = real, how
+
+    def write(self, data: bytes) -> int:
+        how, self.how = self.how, "normal"
+        if how == "interrupted-after":  # the line is written, then Ctrl-C surfaces
+            self.real.write(data)
+            raise KeyboardInterrupt
+        if how == "interrupted-before":
+            raise KeyboardInterrupt
+        if how == "disk-full-partial":  # part of the line reaches the disk
+            self.real.write(data[: len(data) // 2])
+            raise OSError(28, "No space left on device")
+        return self.real.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("how", ["interrupted-after", "interrupted-before", "disk-full-partial"])
+def test_a_write_cut_short_leaves_a_valid_chain(tmp_path, how):
     path = tmp_path / "t.jsonl"
     writer = TranscriptWriter(path)
     writer.write("note", kind="test", text="y" * 200_000)
-    writer._prev, writer._seq, writer._unsure = "stale", 99, True  # as a Ctrl-C after the write leaves it
+    writer._file = _FailingFile(writer._file, how)
+    with pytest.raises((KeyboardInterrupt, OSError)):
+        writer.write("note", kind="test", text="cut short")
     writer.write("note", kind="test", text="after")
-    writer._unsure = True
     writer.write("session_end", status="done")
-    assert verify(path).ok
-    writer._closed, writer._unsure = False, True  # the end was written but not noted
+    report = verify(path)
+    assert report.ok and report.ended, report
+    texts = [e.get("text") for e in iter_events(path)]
+    assert ("cut short" in texts) == (how == "interrupted-after")  # written whole, or not at all
+
+
+def test_a_session_end_written_just_before_an_interrupt_closes_the_transcript(tmp_path):
+    path = tmp_path / "t.jsonl"
+    writer = TranscriptWriter(path)
+    writer._file = _FailingFile(writer._file, "interrupted-after")
+    with pytest.raises(KeyboardInterrupt):
+        writer.write("session_end", status="done")
+    assert writer.closed
     with pytest.raises(RuntimeError, match="closed"):
         writer.write("note", kind="test", text="too late")
-    assert verify(path).ok and len(path.read_bytes().splitlines()) == 3
+    assert verify(path).ok and len(path.read_bytes().splitlines()) == 1

@@ -386,13 +386,17 @@ def bound_for_record(data: Any, ctx: ToolContext, limit: int = RECORD_FIELD_LIMI
     The transcript holds one JSON line per event, and replay, reports and `agent show` read it
     whole: a command that prints a GiB must not make a GiB line. The whole text is kept as an
     artifact, unless the tool already keeps it and names it in a sibling `<field>_artifact`.
+    Bounding bounded data changes nothing (a replay may pass recorded data through again).
     """
     if isinstance(data, str):
         if len(data) <= limit // 4 or len(data.encode("utf-8", "replace")) <= limit:
             return data
-        artifact = artifact or ctx.artifacts.save(f"{ctx.call_id}-{where.rstrip('.') or 'text'}.txt",
-                                                  ctx.redact(data))
-        return truncate_for_model(data, limit, artifact=artifact)
+        if artifact is None:
+            try:
+                artifact = ctx.artifacts.save(f"{ctx.call_id}-{where.rstrip('.') or 'text'}.txt", ctx.redact(data))
+            except OSError:  # a full disk must not lose the step's result: keep the head and tail only
+                artifact = None
+        return truncate_for_model(data, limit - 400, artifact=artifact)  # the marker line fits in the rest
     if isinstance(data, dict):
         return {key: bound_for_record(value, ctx, limit, f"{where}{key}.", data.get(f"{key}_artifact"))
                 for key, value in data.items()}

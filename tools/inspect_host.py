@@ -194,6 +194,8 @@ class InspectHost(Tool):
         python = args.python or spec.python or "python3"
         disk_paths = [spec.sys_path(p) for p in ("/tmp", "/usr/local", "/var/tmp")]
         r = host.run(_script(cuda_root, python, disk_paths), timeout=120, cancel=ctx.cancel)
+        if r.cancelled:
+            raise ToolError(f"inspecting {args.host} was cancelled {ctx.cancel_reason()}: no facts were gathered")
         if r.connection_lost or r.timed_out:
             raise ToolError(f"inspecting {args.host} did not finish: "
                             f"{'connection lost' if r.connection_lost else 'timed out after 120 s'}")

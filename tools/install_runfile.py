@@ -134,12 +134,18 @@ class InstallRunfile(Tool):
         target = sp(args.toolkit_path or f"/usr/local/cuda-{args.version}")
         cuda_link = sp("/usr/local/cuda")
 
+        stage = {"now": "preflight", "writes": "nothing was written"}
+
         def sh(cmd: str, timeout: float = 120, what: str | None = None):
             if what:
                 ctx.emit("progress", {"step": what})
+                stage["now"] = what
             forward = OutputForwarder(ctx)
             result = host.run(cmd, timeout=timeout, cancel=ctx.cancel, on_output=forward)
             forward.flush()
+            if result.cancelled:
+                raise ToolError(f"cancelled {ctx.cancel_reason()} during {stage['now']}; the command was killed "
+                                f"and {stage['writes']}")
             return result
 
         # ---------------------------------------------------------- preflight (writes nothing)
@@ -189,6 +195,7 @@ class InstallRunfile(Tool):
         if is_url:
             have = sh(f"test -f {shlex.quote(path)} && {algo}sum {shlex.quote(path)}")
             if not (have.ok and have.stdout.split()[:1] == [digest]):
+                stage["writes"] = f"a partial download may be left at {path} (it resumes next time)"
                 sh(f"mkdir -p {shlex.quote(download_dir)}")
                 got = sh(f"curl -fL --retry 3 --retry-delay 2 -C - --progress-bar -o {shlex.quote(path)} "
                          f"{shlex.quote(args.runfile)}", timeout=args.timeout, what=f"downloading {name}")
@@ -211,6 +218,8 @@ class InstallRunfile(Tool):
         if not args.toolkit_only:
             flags = [f for f in flags if not f.startswith(("--toolkit",))] + ["--driver", "--toolkit"]
         command = f"{sudo}sh {shlex.quote(path)} " + " ".join(shlex.quote(f) for f in flags)
+        stage["writes"] = (f"{target} may be partly installed: check it and remove it before trying again "
+                           f"(the installer's log is {sp(INSTALLER_LOG)})")
         run = sh(command, timeout=args.timeout, what="running the installer")
         timings["install"] = round(time.monotonic() - t0, 3)
         log_path = sp(INSTALLER_LOG)

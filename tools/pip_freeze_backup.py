@@ -156,6 +156,8 @@ class PipFreezeBackup(Tool):
             futures = {name: pool.submit(host.run, cmd, timeout=300, env=PIP_ENV, cancel=ctx.cancel)
                        for name, cmd in commands.items()}
             results = {name: f.result() for name, f in futures.items()}
+        if any(r.cancelled for r in results.values()):
+            raise ToolError(f"the backup of {args.host} was cancelled {ctx.cancel_reason()}; nothing was written")
         for required in ("python.txt", "pip-version.txt", "freeze.txt", "list.json"):
             r = results[required]
             if not r.ok:

@@ -82,6 +82,9 @@ class RestoreBackup(Tool):
             forward = OutputForwarder(ctx)
             r = host.run(f"{q} -m pip {cmd}", timeout=1800, env=PIP_ENV, cancel=ctx.cancel, on_output=forward)
             forward.flush()
+            if r.cancelled:
+                raise ToolError(f"cancelled {ctx.cancel_reason()} while {what}; the environment may be part-way "
+                                f"restored: run restore_backup {args.backup_id} again to finish it")
             if not r.ok:
                 raise ToolError(f"`pip {cmd}` failed (exit {r.exit_code}) while restoring {args.backup_id}: "
                                 f"{truncate_for_model((r.stderr or r.stdout).strip(), 2000)}")
