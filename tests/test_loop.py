@@ -514,3 +514,21 @@ def test_a_session_end_written_just_before_an_interrupt_closes_the_transcript(tm
     with pytest.raises(RuntimeError, match="closed"):
         writer.write("note", kind="test", text="too late")
     assert verify(path).ok and len(path.read_bytes().splitlines()) == 1
+
+
+def test_a_tool_without_its_own_render_is_cut_for_the_model_too():
+    from pydantic import BaseModel
+
+    from tools.base import MODEL_OUTPUT_LIMIT, Tool
+
+    class Big(Tool):
+        """A tool with a large structured result."""
+
+        name = "big"
+
+        class Result(BaseModel):
+            packages: list[str]
+
+    text = Big().render(Big.Result(packages=[f"package-{i}==1.0" for i in range(5000)]))
+    assert len(text.encode()) < MODEL_OUTPUT_LIMIT + 300
+    assert text.startswith('{"packages":["package-0==1.0"') and "package-4999==1.0" in text and "bytes omitted" in text

@@ -205,8 +205,9 @@ class Tool:
         raise NotImplementedError
 
     def render(self, result: BaseModel) -> str:
-        """The result as the model reads it. Tools with large text override this to truncate."""
-        return result.model_dump_json(exclude_none=True)
+        """The result as the model reads it: its JSON, cut to head and tail if it is long (the whole
+        result is in the transcript). Tools with large text override this to cut it where it makes sense."""
+        return truncate_for_model(result.model_dump_json(exclude_none=True))
 
     # -- schema and validation, shared by every tool
 
