@@ -141,20 +141,20 @@ def test_pip_freeze_backup_of_the_torch_environment(local_pool, readings, tmp_pa
         assert r.package_count == len(listed) > 0
         # pip's name for the installed torch: 2.11.0 for PyPI's wheel, 2.11.0+cu130 for download.pytorch.org's.
         dist = readings.torch["torch_dist"]
-        freeze = (Path(r.local_dir) / "freeze.txt").read_text()
+        freeze = (tmp_path / r.local_dir / "freeze.txt").read_text()
         assert f"torch=={dist}" in freeze.splitlines()
         # A local-version torch must be reinstalled from PyTorch's index for that build; PyPI's needs none.
         tag = dist.partition("+")[2]
         assert r.local_version_indexes.get(f"torch=={dist}") == (f"https://download.pytorch.org/whl/{tag}"
                                                                    if tag else None)
         # The backup records the environment's pip configuration, not the tool's own settings.
-        config = (Path(r.local_dir) / "pip-config.txt").read_text()
+        config = (tmp_path / r.local_dir / "pip-config.txt").read_text()
         assert ":env:.no-input=" not in config and ":env:.disable-pip-version-check=" not in config
         # What is on the host reads back intact, checked here by sha256sum itself, and equals the local copy.
         out = run(["sha256sum", "-c", "--strict", "SHA256SUMS"], cwd=r.remote_dir)
         assert out.count(": OK") == len(r.files) - 1  # every file but SHA256SUMS itself
         for name in r.files:
-            assert (Path(r.remote_dir) / name).read_bytes() == (Path(r.local_dir) / name).read_bytes()
+            assert (Path(r.remote_dir) / name).read_bytes() == (tmp_path / r.local_dir / name).read_bytes()
         assert set(r.files) >= {"freeze.txt", "list.json", "inspect.json", "manifest.json", "SHA256SUMS"}
     finally:
         shutil.rmtree(r.remote_dir, ignore_errors=True)  # this test's own backup
@@ -163,16 +163,19 @@ def test_pip_freeze_backup_of_the_torch_environment(local_pool, readings, tmp_pa
 # --------------------------------------------------------------------------- run_bench with a real GPU workload
 
 
-def bench(pool, ctx, host: str, label: str, batch: int, runs: int, compare_to: str | None = None):
+def bench(pool, ctx, host: str, label: str, batch: int, runs: int, compare_to: str | None = None,
+          cwd: str | None = None):
     command = f"python3 benchmarks/gpu_decode.py --batch {batch} --tokens 64 --prompt 16"
     args = dict(host=host, command=command, parser="json:decode_tok_s", runs=runs, warmup=0, label=label,
-                cwd=str(REPO), timeout=600)
+                cwd=cwd, timeout=600)
     if compare_to:
         args["compare_to"] = compare_to
     tool = RunBench()
     parsed = tool.parse_args(args)
-    # The gate runs the project's own benchmark without asking: it is a read-only workload.
-    assert classify_workload(bench_subject(parsed)).cls is RiskClass.READ_ONLY
+    # The gate runs the project's own benchmark, from the directory the agent runs in, without
+    # asking: a read-only workload. After a `cd` elsewhere, benchmarks/ could be any file: not read-only.
+    expected = RiskClass.READ_ONLY if cwd is None else RiskClass.MUTATING
+    assert classify_workload(bench_subject(parsed)).cls is expected
     result = tool.run(ctx, parsed)
     print(tool.render(result))
     return result
@@ -213,6 +216,6 @@ def test_run_bench_decode_throughput_batch_1_against_batch_8(local_pool, reading
 
 def test_run_bench_over_ssh_reads_the_same_metric(ssh_pool, readings, tmp_path):
     ctx = ctx_for(ssh_pool, tmp_path)
-    r = bench(ssh_pool, ctx, "gpu-ssh", "ssh", 1, runs=1)
+    r = bench(ssh_pool, ctx, "gpu-ssh", "ssh", 1, runs=1, cwd=str(REPO))  # the SSH user's home is elsewhere
     (record,) = run_records(r, tmp_path)
     assert r.values == [record["decode_tok_s"]] and record["device"] == readings.query[0]["name"]
