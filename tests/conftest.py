@@ -8,6 +8,7 @@ known_hosts files, never at ~/.ssh.
 from __future__ import annotations
 
 import shutil
+import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,3 +217,13 @@ class HostBehaviour:
 @pytest.fixture(scope="session")
 def behaviour() -> HostBehaviour:
     return HostBehaviour()
+
+
+@pytest.fixture
+def sigint_raises():
+    """Ctrl-C as at a terminal: SIGINT raises KeyboardInterrupt in this process. A test run started
+    in the background by a shell without job control inherits SIGINT ignored, and a test that
+    sends itself SIGINT would then see nothing happen."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -53,6 +53,10 @@ class Terminal:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: size its terminal before anything reads it
             fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+            # Ctrl-C as at a terminal, even when the tests were started in the background (where
+            # the shell leaves SIGINT ignored, and an ignored signal stays ignored across exec).
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGQUIT, signal.SIG_DFL)
             os.chdir(ROOT)
             os.execvpe(argv[0], argv, env)
         self.raw = b""

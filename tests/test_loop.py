@@ -224,7 +224,7 @@ def test_a_crash_in_the_loop_still_closes_the_transcript(tmp_path):
     assert "model adapter bug" in events(path)[-1]["reason"]
 
 
-def test_keyboard_interrupt_mid_batch_cancels_and_closes_the_transcript(tmp_path):
+def test_keyboard_interrupt_mid_batch_cancels_and_closes_the_transcript(tmp_path, sigint_raises):
     path = tmp_path / "t.jsonl"
     model = ScriptedModel([turn(calls=[("sleep", {"host": "h1", "seconds": 20}),
                                        ("sleep", {"host": "h2", "seconds": 20})]), turn("never")])

@@ -134,7 +134,7 @@ def test_a_record_that_goes_on_after_the_replay_stops_is_a_difference(tmp_path):
     assert not report.ok and "the record goes on, the replay stopped" in report.message
 
 
-def test_replay_of_an_interrupted_session_stops_where_the_record_ends(tmp_path):
+def test_replay_of_an_interrupted_session_stops_where_the_record_ends(tmp_path, sigint_raises):
     import os
     import signal
     import threading
