@@ -30,7 +30,7 @@ from agent.model import AssistantTurn, Model, ModelError, ToolCall
 from agent.safety import Decision, SafetyPolicy, Verdict
 from agent.transcript import TranscriptWriter
 from tools.base import (Action, ArgumentError, ArtifactStore, BackupRecord, Registry, RiskClass, Tool,
-                        ToolContext, ToolError, bound_for_record)
+                        ToolContext, ToolError, bound_for_record, has_long_text)
 
 MAX_MALFORMED_TURNS = 3
 
@@ -49,15 +49,6 @@ class Outcome:
     status: str  # done | budget | malformed | model_error | interrupted | crashed
     reason: str = ""
     final_text: str = ""
-
-
-@dataclass
-class _RunningCall:
-    """A running call's own cancel flag: the operator cancels every call, the time budget only some."""
-
-    cancel: threading.Event
-    changes_host: bool
-    reason: str = "by the operator"
 
 
 @dataclass
@@ -152,8 +143,12 @@ class Session:
             self._add_message({"role": "system", "content": system_prompt})
         self.artifacts = ArtifactStore(transcript.artifacts_dir)
         self.store: dict[str, Any] = {}  # tool state shared across calls (run_bench's labels)
-        self.cancel = threading.Event()  # the operator's cancel; set through request_cancel()
-        self._running: dict[str, _RunningCall] = {}  # call id -> its own cancel flag, while it runs
+        # Cancelling: calls that change a host watch `cancel`, which only the operator sets
+        # (request_cancel); read-only calls watch `_cancel_reads`, which the time budget sets too.
+        self.cancel = threading.Event()
+        self._cancel_reads = threading.Event()
+        self._reads_cancel_reason = "by the operator"
+        self._changes_running: set[str] = set()  # call ids of running calls that change a host
         self._time_up = False  # the time budget ran out while a batch ran: nothing new starts
         self.turns = 0
         self.tokens = 0
@@ -280,22 +275,22 @@ class Session:
             self.refused.append(p.decision)
         return p
 
-    def _context(self, p: PreparedCall, running: _RunningCall) -> ToolContext:
+    def _context(self, p: PreparedCall, changes_host: bool) -> ToolContext:
         def emit_live(kind: str, data: dict) -> None:
             self.emit(kind, record=False, call_id=p.call.id, tool=p.call.name, **data)
 
-        return ToolContext(hosts=self.hosts, artifacts=self.artifacts, call_id=p.call.id, cancel=running.cancel,
+        if changes_host:
+            cancel, reason = self.cancel, (lambda: "by the operator")
+        else:
+            cancel, reason = self._cancel_reads, (lambda: self._reads_cancel_reason)
+        return ToolContext(hosts=self.hosts, artifacts=self.artifacts, call_id=p.call.id, cancel=cancel,
                            emit=emit_live, store=self.store, redact=self.transcript.redactor.text,
-                           known_backup=self.gate.ledger.find, cancel_reason=lambda: running.reason)
+                           known_backup=self.gate.ledger.find, cancel_reason=reason)
 
     def request_cancel(self) -> None:
-        """The operator's cancel (Ctrl-C): every running call stops, none starts.
-
-        Safe in a signal handler: it takes no lock (a copy of the running calls is made under the GIL).
-        """
+        """The operator's cancel (Ctrl-C): every running call stops, none starts. Signal-safe: no locks."""
         self.cancel.set()
-        for running in list(self._running.values()):
-            running.cancel.set()
+        self._cancel_reads.set()
 
     def _execute(self, turn_no: int, p: PreparedCall, waits: list[cf.Future]) -> CallResult:
         for f in waits:  # earlier calls this one conflicts with, on the same host
@@ -303,10 +298,11 @@ class Session:
                 f.result()
             except BaseException:  # noqa: BLE001 - their failure is theirs; we only wait for them
                 pass
-        running = _RunningCall(threading.Event(), changes_host=p.decision.risk.cls is not RiskClass.READ_ONLY)
-        self._running[p.call.id] = running
+        changes_host = p.decision.risk.cls is not RiskClass.READ_ONLY
+        if changes_host:
+            self._changes_running.add(p.call.id)
         try:
-            if self.cancel.is_set():  # checked after registering, so a cancel in between still reaches it
+            if self.cancel.is_set():  # a Ctrl-C or the time budget may have come while this call waited
                 return CallResult(content="cancelled by the operator before it started", ok=False,
                                   error="cancelled", status="cancelled")
             if self._time_up:
@@ -316,15 +312,15 @@ class Session:
             self.emit("tool_start", turn=turn_no, index=p.index, call_id=p.call.id, tool=p.call.name,
                       host=p.action.host if p.action else None)
             t0 = time.monotonic()
-            ctx = self._context(p, running)
+            ctx = self._context(p, changes_host)
             result = self.runner.run(p, ctx)
-            if result.data is not None:  # what the transcript keeps: long texts as head and tail
+            if result.data is not None and has_long_text(result.data):  # kept as head and tail in the record
                 result.data = bound_for_record(result.data, ctx)
             result.duration_s = time.monotonic() - t0
             result.started, result.ended = started, time.time()
             return result
         finally:
-            self._running.pop(p.call.id, None)
+            self._changes_running.discard(p.call.id)
 
     # ------------------------------------------------------------------ the batch
 
@@ -338,20 +334,25 @@ class Session:
                 results[p.index] = CallResult(content=p.decision.message_for_model(), ok=False, status=status)
         runnable = [p for p in batch if p.runnable]
         self.tool_calls += len(runnable)
-        with self._time_budget_watch():
+        if self.budget.max_wall_s is None:
             self._run_runnable(turn_no, batch, runnable, results)
+        else:
+            with self._time_budget_watch(self.budget.max_wall_s):
+                self._run_runnable(turn_no, batch, runnable, results)
         self._finish_batch(turn_no, batch, results)
         return results  # type: ignore[return-value]
 
     def rearm_cancel(self) -> None:
         """After a cancelled request (chat goes back to the prompt): the next one starts uncancelled."""
         self.cancel.clear()
+        self._cancel_reads.clear()
+        self._reads_cancel_reason = "by the operator"
 
     def _time_up_reason(self) -> str:
         return f"the session's time budget of {self.budget.max_wall_s:g} s ran out"
 
     @contextlib.contextmanager
-    def _time_budget_watch(self) -> Iterator[None]:
+    def _time_budget_watch(self, limit: float) -> Iterator[None]:
         """While a batch runs: what happens when the session's time budget runs out.
 
         Between turns the budget is checked by `send`; this covers the long step in the middle.
@@ -359,26 +360,20 @@ class Session:
         that changes a host (an installer, a pip install) is left to finish, bounded by its own
         timeout: killed halfway, it would leave the host half-changed, which is worse than late.
         """
-        if self.budget.max_wall_s is None:
-            yield
-            return
 
         def time_up() -> None:
             self._time_up = True
-            running = list(self._running.values())
-            for call in running:
-                if not call.changes_host:
-                    call.reason = f"because {self._time_up_reason()}"
-                    call.cancel.set()
-            left = sum(call.changes_host for call in running)
+            self._reads_cancel_reason = f"because {self._time_up_reason()}"
+            self._cancel_reads.set()
+            left = len(self._changes_running)
             try:
-                self.emit("note", kind="budget", text=f"time budget of {self.budget.max_wall_s:g} s reached: "
+                self.emit("note", kind="budget", text=f"time budget of {limit:g} s reached: "
                           f"read-only calls cancelled, nothing new starts" +
                           (f"; {left} running change(s) left to finish within their own timeouts" if left else ""))
             except RuntimeError:  # the transcript closed meanwhile: nothing left to say it to
                 pass
 
-        timer = threading.Timer(max(0.0, self.budget.max_wall_s - (time.monotonic() - self.started)), time_up)
+        timer = threading.Timer(max(0.0, limit - (time.monotonic() - self.started)), time_up)
         timer.daemon = True
         try:
             timer.start()

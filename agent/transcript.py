@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 SCHEMA_VERSION = 1
 
@@ -125,8 +125,7 @@ def line_hash(line: bytes) -> str:
     return hashlib.sha256(line.rstrip(b"\n")).hexdigest()
 
 
-@dataclass(frozen=True)
-class _Pending:
+class _Pending(NamedTuple):
     """A line being written: enough to tell afterwards whether it reached the file."""
 
     size_before: int
@@ -162,6 +161,10 @@ class TranscriptWriter:
 
     @property
     def closed(self) -> bool:
+        if self._pending is not None:  # a write cut short: was it the session_end?
+            with self._lock:
+                if self._pending is not None:
+                    self._settle()
         return self._closed
 
     @property
@@ -185,12 +188,25 @@ class TranscriptWriter:
                 line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_json_default).encode()
             except UnicodeEncodeError:  # text that is not valid Unicode: keep it, escaped, rather than crash
                 line = json.dumps(event, ensure_ascii=True, separators=(",", ":"), default=_json_default).encode()
-            self._pending = _Pending(size, len(line) + 1, line_hash(line), seq + 1, type_ == "session_end")
+            pending = self._pending = _Pending(size, len(line) + 1, line_hash(line), seq + 1, type_ == "session_end")
             try:
-                self._file.write(line + b"\n")  # unbuffered: on disk (page cache) when this returns
-            finally:
+                written = self._file.write(line + b"\n")  # unbuffered: on disk (page cache) when this returns
+            except OSError:
+                self._settle()  # a partial line is cut off now; the error is the caller's
+                raise
+            # An interrupt from here on leaves `_pending` set, and the next write settles by the file's size.
+            if written != pending.length:
                 self._settle()
+                raise OSError(f"short write to {self.path}: {written} of {pending.length} bytes; the line was cut off")
+            self._advance(pending)
             return event
+
+    def _advance(self, pending: _Pending) -> None:
+        self._chain = (pending.digest, pending.seq_after, pending.size_before + pending.length)
+        if pending.closes:
+            self._closed = True
+            self._file.close()
+        self._pending = None
 
     def _settle(self) -> None:
         """Move the chain on if the pending line is whole in the file; cut it off if it is partial.
@@ -204,11 +220,9 @@ class TranscriptWriter:
         else:
             size = os.fstat(self._file.fileno()).st_size
             if size == pending.size_before + pending.length:
-                self._chain = (pending.digest, pending.seq_after, size)
-                if pending.closes:
-                    self._closed = True
-                    self._file.close()
-            elif size != pending.size_before:
+                self._advance(pending)
+                return
+            if size != pending.size_before:
                 os.ftruncate(self._file.fileno(), pending.size_before)
         self._pending = None
 

@@ -420,7 +420,8 @@ def test_a_batch_that_ends_within_the_time_budget_leaves_no_trace_of_it(tmp_path
     session = budget_session(path, [turn(calls=[("sleep", {"host": "h1", "seconds": 0.1})]), turn("done")],
                              max_wall_s=30)
     assert run_session(session, "go").status == "done"
-    assert not session.cancel.is_set() and not session._time_up and not session._running
+    assert not session.cancel.is_set() and not session._cancel_reads.is_set() and not session._time_up
+    assert not session._changes_running
     assert not [e for e in events(path, "note") if e["kind"] == "budget"]
     assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer)]  # no timer left behind
 

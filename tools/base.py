@@ -380,6 +380,22 @@ def truncate_for_model(text: str, limit: int = MODEL_OUTPUT_LIMIT, artifact: str
 RECORD_FIELD_LIMIT = 64_000  # bytes of one text field a transcript line keeps; the rest goes to an artifact
 
 
+def has_long_text(data: Any, limit: int = RECORD_FIELD_LIMIT) -> bool:
+    """Whether bound_for_record would change anything: a cheap scan, as nearly every result is small."""
+    chars = limit // 4  # a UTF-8 character is at most 4 bytes
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if len(item) > chars:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def bound_for_record(data: Any, ctx: ToolContext, limit: int = RECORD_FIELD_LIMIT, where: str = "",
                      artifact: str | None = None) -> Any:
     """A result's data with every text longer than `limit` cut to its head and tail.
