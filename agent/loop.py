@@ -465,9 +465,16 @@ class Session:
             if self.hosts is not None:
                 self.hosts.close()
         finally:
-            self.emit("session_end", status=status, reason=reason, turns=self.turns, tokens=self.tokens,
-                      tool_calls=self.tool_calls, refused=len(self.refused), failed=self.failed_calls,
-                      duration_s=round(time.monotonic() - self.started, 3))
+            end = dict(status=status, reason=reason, turns=self.turns, tokens=self.tokens, tool_calls=self.tool_calls,
+                       refused=len(self.refused), failed=self.failed_calls,
+                       duration_s=round(time.monotonic() - self.started, 3))
+            try:
+                self.emit("session_end", **end)
+            except KeyboardInterrupt:
+                # Another Ctrl-C while closing: the transcript still gets its end, then the interrupt goes on.
+                if not self.transcript.closed:
+                    self.emit("session_end", **end)
+                raise
 
 
 def run_session(session: Session, text: str) -> Outcome:

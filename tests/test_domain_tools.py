@@ -326,3 +326,20 @@ def test_cancelled_tools_say_so_and_what_state_they_leave(tmp_path):
         with pytest.raises(ToolError) as e:
             call(tool, ctx, **args)
         assert message in str(e.value), (tool.name, str(e.value))
+
+
+def test_a_cancel_during_the_installer_says_the_toolkit_may_be_partly_installed(tmp_path):
+    sim = build_sim(tmp_path / "gpu")
+    pool = HostPool([sim.host_spec()])
+    ctx = ctx_for(pool, tmp_path)
+
+    def cancel_when_the_installer_starts(kind, data):
+        if kind == "progress" and data.get("step") == "running the installer":
+            ctx.cancel.set()  # as Ctrl-C would, the moment the installer is launched
+
+    ctx.emit = cancel_when_the_installer_starts
+    with pytest.raises(ToolError) as e:
+        call(InstallRunfile(), ctx, **_runfile_args(sim))
+    target = sim.sys_path("/usr/local/cuda-13.0")
+    assert f"cancelled by the operator during running the installer; the command was killed and {target} may be " \
+           f"partly installed: check it and remove it before trying again" in str(e.value)

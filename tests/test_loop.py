@@ -533,3 +533,16 @@ def test_a_tool_without_its_own_render_is_cut_for_the_model_too():
     text = Big().render(Big.Result(packages=[f"package-{i}==1.0" for i in range(5000)]))
     assert len(text.encode()) < MODEL_OUTPUT_LIMIT + 300
     assert text.startswith('{"packages":["package-0==1.0"') and "package-4999==1.0" in text and "bytes omitted" in text
+
+
+@pytest.mark.parametrize("how", ["interrupted-before", "interrupted-after"])
+def test_a_ctrl_c_while_the_session_closes_still_leaves_a_closed_transcript(tmp_path, how):
+    path = tmp_path / "t.jsonl"
+    session = make_session(path, ScriptedModel([turn("done")]))
+    session.send("go")
+    session.transcript._file = _FailingFile(session.transcript._file, how)  # the session_end's write
+    with pytest.raises(KeyboardInterrupt):
+        session.close("interrupted", "Ctrl-C")
+    report = verify(path)
+    assert report.ok and report.ended and report.status == "interrupted", report
+    assert [e["type"] for e in iter_events(path)].count("session_end") == 1
