@@ -13,7 +13,9 @@ to the prompt; Ctrl-C or Ctrl-D at the prompt leaves, and the transcript is clos
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import os
 import shlex
 import signal
 import sys
@@ -33,35 +35,49 @@ class CtrlC:
 
     Waiting for the model, or for the operator's answer at a prompt, Ctrl-C raises
     KeyboardInterrupt there and then: nothing is half-written at those points. Anywhere else
-    (tools running, events being recorded) it only sets `session.cancel`: each running command
-    kills its process on the host and its result is recorded, and the model wrapper below
-    stops the request before the next turn. A second Ctrl-C raises at once.
+    (tools running, events being recorded) it cancels the request's running calls: each
+    running command kills its process on the host and its result is recorded, and the model
+    wrapper below stops the request before the next turn. A second Ctrl-C raises at once.
+
+    The handler runs between two bytecodes of the main thread, which may hold any lock at
+    that moment (an Event's own, while it sets one): so it only sets a plain attribute and
+    writes a byte to a pipe, and a relay thread does the cancelling, which takes locks.
     """
 
     def __init__(self, session: Session | None = None):
         self.session = session
-        self.requested = threading.Event()
+        self.requested = False  # a Ctrl-C came during this request
         self.phase = "other"  # "model" | "asking" | "other"
+        self._presses: collections.deque = collections.deque()  # the flags each press cancels
+        self._wake_w: int | None = None  # the relay's pipe, made when first armed
 
     def handle(self, signum=None, frame=None) -> None:
-        # Only flags here: a signal handler must not take locks the interrupted code may hold.
-        again = self.requested.is_set()
-        self.requested.set()
-        if self.session is not None:
-            self.session.request_cancel()
+        again = self.requested
+        self.requested = True
+        if self.session is not None and self._wake_w is not None:
+            self._presses.append(self.session.flags)  # this request's flags, not the next one's
+            os.write(self._wake_w, b"!")
         if again or self.phase in ("model", "asking"):
             raise KeyboardInterrupt
+
+    def _relay(self, wake_r: int) -> None:
+        while os.read(wake_r, 1):
+            while self._presses:
+                self._presses.popleft().by_operator()
 
     @contextlib.contextmanager
     def armed(self) -> Iterator[None]:
         main = threading.current_thread() is threading.main_thread()
+        if main and self._wake_w is None:
+            wake_r, self._wake_w = os.pipe()
+            threading.Thread(target=self._relay, args=(wake_r,), name="ctrl-c-relay", daemon=True).start()
         previous = signal.signal(signal.SIGINT, self.handle) if main else None
         try:
             yield
         finally:
             if main:
                 signal.signal(signal.SIGINT, previous)
-            self.requested.clear()
+            self.requested = False
 
     @contextlib.contextmanager
     def during(self, phase: str) -> Iterator[None]:
@@ -81,7 +97,7 @@ class StopsOnCtrlC:
         self.name = getattr(model, "name", "?")
 
     def complete(self, messages, tools, on_text=None):
-        if self.ctrl_c.requested.is_set():
+        if self.ctrl_c.requested:
             raise KeyboardInterrupt
         with self.ctrl_c.during("model"):
             return self.model.complete(messages, tools, on_text=on_text)
@@ -106,7 +122,7 @@ class TerminalApprover:
         self.ctrl_c = ctrl_c or CtrlC()
 
     def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
-        answer = ApprovalAnswer.NO if self.ctrl_c.requested.is_set() else self._prompt(request)
+        answer = ApprovalAnswer.NO if self.ctrl_c.requested else self._prompt(request)
         if self.record:
             self.record(request, answer)
         return answer
@@ -123,7 +139,7 @@ class TerminalApprover:
         with self.view.paused():
             self.view.card(f"approval needed: {r.risk.cls.value} step{where}", approval_rows(r), tone)
             self.view.info(choices)
-            while not self.ctrl_c.requested.is_set():  # a Ctrl-C while the card was drawn is a no, too
+            while not self.ctrl_c.requested:  # a Ctrl-C while the card was drawn is a no, too
                 try:
                     with self.ctrl_c.during("asking"):
                         line = self.view.read_line("approve? [y/n" + ("/s" if mutating else "") + "] ")
@@ -370,7 +386,7 @@ def run_chat(args) -> int:
     session = built.session
     ctrl_c.session = session
     if isinstance(view, TerminalView):
-        view.cancel_flag = session.cancel
+        view.cancelling = lambda: session.cancel.is_set()  # the current request's flag
     approver.record = lambda req, answer: session.emit(
         "approval", host=req.host, tool=req.tool, subject=req.subject, answer=answer.value, by="operator")
     return Chat(session, view, ctrl_c, path).run()

@@ -51,6 +51,24 @@ class Outcome:
     final_text: str = ""
 
 
+class CancelFlags:
+    """One request's cancel flags. Calls that change a host watch `operator`, which only the
+    operator's Ctrl-C sets; read-only calls watch `reads`, which the time budget sets too.
+
+    A new request gets new flags rather than cleared ones: a call of an earlier request still
+    waiting on a thread (behind a command that would not die) keeps seeing its cancel.
+    """
+
+    def __init__(self) -> None:
+        self.operator = threading.Event()
+        self.reads = threading.Event()
+        self.reads_reason = "by the operator"
+
+    def by_operator(self) -> None:
+        self.operator.set()
+        self.reads.set()
+
+
 @dataclass
 class PreparedCall:
     """One tool call of a batch after validation and the gate."""
@@ -143,11 +161,7 @@ class Session:
             self._add_message({"role": "system", "content": system_prompt})
         self.artifacts = ArtifactStore(transcript.artifacts_dir)
         self.store: dict[str, Any] = {}  # tool state shared across calls (run_bench's labels)
-        # Cancelling: calls that change a host watch `cancel`, which only the operator sets
-        # (request_cancel); read-only calls watch `_cancel_reads`, which the time budget sets too.
-        self.cancel = threading.Event()
-        self._cancel_reads = threading.Event()
-        self._reads_cancel_reason = "by the operator"
+        self.flags = CancelFlags()  # this request's; request_cancel sets them, rearm_cancel replaces them
         self._changes_running: set[str] = set()  # call ids of running calls that change a host
         self._time_up = False  # the time budget ran out while a batch ran: nothing new starts
         self.turns = 0
@@ -275,24 +289,31 @@ class Session:
             self.refused.append(p.decision)
         return p
 
-    def _context(self, p: PreparedCall, changes_host: bool) -> ToolContext:
+    def _context(self, p: PreparedCall, changes_host: bool, flags: CancelFlags) -> ToolContext:
         def emit_live(kind: str, data: dict) -> None:
             self.emit(kind, record=False, call_id=p.call.id, tool=p.call.name, **data)
 
         if changes_host:
-            cancel, reason = self.cancel, (lambda: "by the operator")
+            cancel, reason = flags.operator, (lambda: "by the operator")
         else:
-            cancel, reason = self._cancel_reads, (lambda: self._reads_cancel_reason)
+            cancel, reason = flags.reads, (lambda: flags.reads_reason)
         return ToolContext(hosts=self.hosts, artifacts=self.artifacts, call_id=p.call.id, cancel=cancel,
                            emit=emit_live, store=self.store, redact=self.transcript.redactor.text,
                            known_backup=self.gate.ledger.find, cancel_reason=reason)
 
-    def request_cancel(self) -> None:
-        """The operator's cancel (Ctrl-C): every running call stops, none starts. Signal-safe: no locks."""
-        self.cancel.set()
-        self._cancel_reads.set()
+    @property
+    def cancel(self) -> threading.Event:
+        """Set while the operator's cancel of the current request is on (the UI shows 'cancelling')."""
+        return self.flags.operator
 
-    def _execute(self, turn_no: int, p: PreparedCall, waits: list[cf.Future]) -> CallResult:
+    def request_cancel(self) -> None:
+        """The operator's cancel (Ctrl-C): every running call of this request stops, none starts.
+
+        It takes the flags' locks: a signal handler must not call it (chat relays it to a thread).
+        """
+        self.flags.by_operator()
+
+    def _execute(self, turn_no: int, p: PreparedCall, waits: list[cf.Future], flags: CancelFlags) -> CallResult:
         for f in waits:  # earlier calls this one conflicts with, on the same host
             try:
                 f.result()
@@ -302,7 +323,7 @@ class Session:
         if changes_host:
             self._changes_running.add(p.call.id)
         try:
-            if self.cancel.is_set():  # a Ctrl-C or the time budget may have come while this call waited
+            if flags.operator.is_set():  # a Ctrl-C may have come while this call waited
                 return CallResult(content="cancelled by the operator before it started", ok=False,
                                   error="cancelled", status="cancelled")
             if self._time_up:
@@ -312,7 +333,7 @@ class Session:
             self.emit("tool_start", turn=turn_no, index=p.index, call_id=p.call.id, tool=p.call.name,
                       host=p.action.host if p.action else None)
             t0 = time.monotonic()
-            ctx = self._context(p, changes_host)
+            ctx = self._context(p, changes_host, flags)
             result = self.runner.run(p, ctx)
             if result.data is not None and has_long_text(result.data):  # kept as head and tail in the record
                 result.data = bound_for_record(result.data, ctx)
@@ -334,25 +355,24 @@ class Session:
                 results[p.index] = CallResult(content=p.decision.message_for_model(), ok=False, status=status)
         runnable = [p for p in batch if p.runnable]
         self.tool_calls += len(runnable)
+        flags = self.flags  # this batch's, whatever a later request does
         if self.budget.max_wall_s is None:
-            self._run_runnable(turn_no, batch, runnable, results)
+            self._run_runnable(turn_no, batch, runnable, results, flags)
         else:
-            with self._time_budget_watch(self.budget.max_wall_s):
-                self._run_runnable(turn_no, batch, runnable, results)
+            with self._time_budget_watch(self.budget.max_wall_s, flags):
+                self._run_runnable(turn_no, batch, runnable, results, flags)
         self._finish_batch(turn_no, batch, results)
         return results  # type: ignore[return-value]
 
     def rearm_cancel(self) -> None:
-        """After a cancelled request (chat goes back to the prompt): the next one starts uncancelled."""
-        self.cancel.clear()
-        self._cancel_reads.clear()
-        self._reads_cancel_reason = "by the operator"
+        """After a request (chat goes back to the prompt): the next one starts with flags of its own."""
+        self.flags = CancelFlags()
 
     def _time_up_reason(self) -> str:
         return f"the session's time budget of {self.budget.max_wall_s:g} s ran out"
 
     @contextlib.contextmanager
-    def _time_budget_watch(self, limit: float) -> Iterator[None]:
+    def _time_budget_watch(self, limit: float, flags: CancelFlags) -> Iterator[None]:
         """While a batch runs: what happens when the session's time budget runs out.
 
         Between turns the budget is checked by `send`; this covers the long step in the middle.
@@ -363,14 +383,16 @@ class Session:
 
         def time_up() -> None:
             self._time_up = True
-            self._reads_cancel_reason = f"because {self._time_up_reason()}"
-            self._cancel_reads.set()
+            if flags.operator.is_set():  # the operator cancelled everything already: that is the reason
+                return
+            flags.reads_reason = f"because {self._time_up_reason()}"
+            flags.reads.set()
             left = len(self._changes_running)
             try:
                 self.emit("note", kind="budget", text=f"time budget of {limit:g} s reached: "
                           f"read-only calls cancelled, nothing new starts" +
                           (f"; {left} running change(s) left to finish within their own timeouts" if left else ""))
-            except RuntimeError:  # the transcript closed meanwhile: nothing left to say it to
+            except Exception:  # noqa: BLE001 - a closed transcript or a full disk: the cancel above stands
                 pass
 
         timer = threading.Timer(max(0.0, limit - (time.monotonic() - self.started)), time_up)
@@ -384,22 +406,22 @@ class Session:
                 timer.join()  # a time_up already running finishes before the batch is recorded
 
     def _run_runnable(self, turn_no: int, batch: list[PreparedCall], runnable: list[PreparedCall],
-                      results: list[CallResult | None]) -> None:
+                      results: list[CallResult | None], flags: CancelFlags) -> None:
         if len(runnable) == 1:
             # One call: no threads needed, and Ctrl-C reaches the tool's own wait loop.
             p = runnable[0]
             try:
-                results[p.index] = self._execute(turn_no, p, [])
+                results[p.index] = self._execute(turn_no, p, [], flags)
             except KeyboardInterrupt:
-                self.request_cancel()
+                flags.by_operator()
                 results[p.index] = CallResult(content="cancelled by the operator", ok=False, error="cancelled",
                                               status="cancelled")
                 self._finish_batch(turn_no, batch, results)
                 raise
         elif runnable:
-            self._run_concurrently(turn_no, runnable, results, batch)
+            self._run_concurrently(turn_no, runnable, results, batch, flags)
 
-    def _run_concurrently(self, turn_no, runnable, results, batch) -> None:
+    def _run_concurrently(self, turn_no, runnable, results, batch, flags: CancelFlags) -> None:
         futures: dict[int, cf.Future] = {}
         by_host: dict[str | None, list[PreparedCall]] = {}
         pool = cf.ThreadPoolExecutor(max_workers=min(32, len(runnable)), thread_name_prefix="tool")
@@ -410,7 +432,7 @@ class Session:
                 # Read/write rule per host, in call order: an exclusive call waits for every
                 # earlier call on its host; a shared call waits only for earlier exclusive ones.
                 waits = [futures[q.index] for q in earlier if p.exclusive or q.exclusive]
-                futures[p.index] = pool.submit(self._execute, turn_no, p, waits)
+                futures[p.index] = pool.submit(self._execute, turn_no, p, waits, flags)
                 if host is not None:
                     earlier.append(p)
             pending = set(futures.values())
@@ -418,7 +440,7 @@ class Session:
                 while pending:
                     _, pending = cf.wait(pending, timeout=0.2)
             except KeyboardInterrupt:
-                self.request_cancel()  # running commands see it and kill their remote processes
+                flags.by_operator()  # running commands see it and kill their remote processes
                 cf.wait(list(futures.values()), timeout=30)
                 for p in runnable:
                     f = futures[p.index]
@@ -460,14 +482,15 @@ class Session:
         """Write the end event once, whatever happened; close the hosts."""
         if self._ended:
             return
+        # Built first: a Ctrl-C from here on can no longer cost the transcript its end.
+        end = dict(status=status, reason=reason, turns=self.turns, tokens=self.tokens, tool_calls=self.tool_calls,
+                   refused=len(self.refused), failed=self.failed_calls,
+                   duration_s=round(time.monotonic() - self.started, 3))
         self._ended = True
         try:
             if self.hosts is not None:
                 self.hosts.close()
         finally:
-            end = dict(status=status, reason=reason, turns=self.turns, tokens=self.tokens, tool_calls=self.tool_calls,
-                       refused=len(self.refused), failed=self.failed_calls,
-                       duration_s=round(time.monotonic() - self.started, 3))
             try:
                 self.emit("session_end", **end)
             except KeyboardInterrupt:

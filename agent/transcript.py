@@ -183,6 +183,7 @@ class TranscriptWriter:
             event.update(self.redactor.value(fields))
             if self._file is None:
                 self._chain = (prev, seq + 1, size)
+                self._closed = type_ == "session_end"
                 return event
             try:
                 line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_json_default).encode()

@@ -20,7 +20,7 @@ import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import IO, Iterator
+from typing import IO, Callable, Iterator
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -322,7 +322,7 @@ class TerminalView:
     def __init__(self, console: Console | None = None, use_readline_markers: bool = False):
         self.console = console or Console()
         self.use_readline_markers = use_readline_markers  # wrap prompt colours for GNU readline
-        self.cancel_flag: threading.Event | None = None  # shown as "cancelling" while set
+        self.cancelling: Callable[[], bool] = lambda: False  # shown as "cancelling" while true
         self._state = threading.Lock()
         self._printing = threading.RLock()
         self._calls: dict[str, dict] = {}  # call_id -> what its decision said (tool, host, subject)
@@ -545,7 +545,7 @@ class TerminalView:
                 parts.append(self._progress_line(r.progress))
             for line in lines[-per_call:] if per_call else []:
                 parts.append(Text("    " + line, style="dim", no_wrap=True, overflow="ellipsis"))
-        if self.cancel_flag is not None and self.cancel_flag.is_set():
+        if self.cancelling():
             parts.append(Text("cancelling: stopping the running commands (Ctrl-C again to stop at once)",
                               style="yellow", overflow="fold"))
         return Group(*parts)

@@ -345,3 +345,35 @@ def test_output_to_a_pipe_is_plain_lines_without_escape_codes(tmp_path):
     assert "/backups" in out and "dry run on" in out
     report = verify(tmp_path / "chat.jsonl")
     assert report.ok and report.status == "done"
+
+
+def test_the_ctrl_c_handler_takes_no_lock_and_cancels_only_its_own_request():
+    """The handler runs between two bytecodes of the main thread, which may be holding the very
+    lock an Event.set() would take: it must return at once, and the cancel arrives by relay."""
+    from agent.chat import CtrlC
+    from agent.loop import Budget, Session
+    from agent.model import ScriptedModel
+    from agent.safety import SafetyPolicy
+    from agent.transcript import TranscriptWriter
+    from tools.base import Registry
+
+    session = Session(model=ScriptedModel([]), registry=Registry([]), gate=SafetyPolicy(scope=set()),
+                      transcript=TranscriptWriter(None), budget=Budget())
+    ctrl_c = CtrlC(session)
+    first = session.flags
+    with ctrl_c.armed():
+        done = threading.Event()
+
+        def press_while_the_lock_is_held():
+            with first.operator._cond:  # as if the main thread were inside first.operator.set()
+                ctrl_c.handle()
+            done.set()
+
+        worker = threading.Thread(target=press_while_the_lock_is_held, daemon=True)
+        worker.start()
+        assert done.wait(5), "the handler blocked on a lock"
+        assert ctrl_c.requested
+        assert first.operator.wait(5) and first.reads.is_set()  # the relay cancelled this request
+        session.rearm_cancel()
+        assert not session.flags.operator.is_set()  # the next request starts clean
+    assert not ctrl_c.requested

@@ -306,26 +306,64 @@ def test_a_benchmark_may_set_the_toolkit_but_not_load_code_through_its_environme
 
 
 def test_cancelled_tools_say_so_and_what_state_they_leave(tmp_path):
-    """A cancel (Ctrl-C or the time budget) is an error naming its cause, never a result that
-    looks like a finished inspection or a failed command."""
+    """A cancel is an error naming its cause, never a result that looks like a finished
+    inspection or a failed command. The time budget reaches read-only tools only."""
     sim = build_sim(tmp_path / "gpu")
     pool = HostPool([sim.host_spec()])
     ctx = ctx_for(pool, tmp_path)
     b = call(PipFreezeBackup(), ctx, host="sim")
     ctx.cancel.set()
-    ctx.cancel_reason = lambda: "because the session's time budget of 60 s ran out"
+    budget = "because the session's time budget of 60 s ran out"
     cases = [
-        (InspectHost(), {"host": "sim"}, "inspecting sim was cancelled because the session's time budget of 60 s "
-                                         "ran out: no facts were gathered"),
-        (PipFreezeBackup(), {"host": "sim"}, "the backup of sim was cancelled because the session's time budget"),
-        (RestoreBackup(), {"host": "sim", "backup_id": b.backup_id}, "may be part-way restored: run restore_backup"),
-        (InstallRunfile(), _runfile_args(sim), "cancelled because the session's time budget of 60 s ran out during "
-                                               "preflight; the command was killed and nothing was written"),
+        (InspectHost(), {"host": "sim"}, budget,
+         f"inspecting sim was cancelled {budget}: no facts were gathered"),
+        (PipFreezeBackup(), {"host": "sim"}, "by the operator",
+         "the backup of sim was cancelled by the operator; nothing was written"),
+        (RestoreBackup(), {"host": "sim", "backup_id": b.backup_id}, "by the operator",
+         "cancelled by the operator while reading the environment; nothing was changed yet"),
+        (InstallRunfile(), _runfile_args(sim), "by the operator",
+         "cancelled by the operator during preflight; the command was killed and nothing was written"),
     ]
-    for tool, args, message in cases:
+    for tool, args, reason, message in cases:
+        ctx.cancel_reason = lambda reason=reason: reason
         with pytest.raises(ToolError) as e:
             call(tool, ctx, **args)
         assert message in str(e.value), (tool.name, str(e.value))
+
+
+class _CancelAfter:
+    """A host provider whose host sets the cancel flag right after a command matching `marker` ends."""
+
+    def __init__(self, pool, cancel, marker: str):
+        self.pool, self.cancel, self.marker = pool, cancel, marker
+
+    def get(self, name):
+        host, cancel, marker = self.pool.get(name), self.cancel, self.marker
+
+        class Wrapped:
+            spec = host.spec
+
+            def run(self, command, **kw):
+                result = host.run(command, **kw)
+                if marker in command:
+                    cancel.set()
+                return result
+
+            def __getattr__(self, attr):
+                return getattr(host, attr)
+
+        return Wrapped()
+
+
+def test_a_cancel_after_the_installer_ran_does_not_hide_the_install(tmp_path):
+    """The checks after the installer (log, nvcc, the symlink) always finish and report."""
+    sim = build_sim(tmp_path / "gpu")
+    pool = HostPool([sim.host_spec()])
+    ctx = ctx_for(pool, tmp_path)
+    ctx.hosts = _CancelAfter(pool, ctx.cancel, "--toolkitpath=")
+    r = call(InstallRunfile(), ctx, **_runfile_args(sim))
+    assert ctx.cancel.is_set() and r.nvcc_version == "13.0"
+    assert r.symlink_after == str(sim.sys_path("/usr/local/cuda-12.8"))
 
 
 def test_a_cancel_during_the_installer_says_the_toolkit_may_be_partly_installed(tmp_path):

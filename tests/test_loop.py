@@ -420,7 +420,7 @@ def test_a_batch_that_ends_within_the_time_budget_leaves_no_trace_of_it(tmp_path
     session = budget_session(path, [turn(calls=[("sleep", {"host": "h1", "seconds": 0.1})]), turn("done")],
                              max_wall_s=30)
     assert run_session(session, "go").status == "done"
-    assert not session.cancel.is_set() and not session._cancel_reads.is_set() and not session._time_up
+    assert not session.flags.operator.is_set() and not session.flags.reads.is_set() and not session._time_up
     assert not session._changes_running
     assert not [e for e in events(path, "note") if e["kind"] == "budget"]
     assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer)]  # no timer left behind
@@ -546,3 +546,38 @@ def test_a_ctrl_c_while_the_session_closes_still_leaves_a_closed_transcript(tmp_
     report = verify(path)
     assert report.ok and report.ended and report.status == "interrupted", report
     assert [e["type"] for e in iter_events(path)].count("session_end") == 1
+
+
+def test_a_call_of_a_cancelled_request_still_waiting_does_not_start_in_the_next_one(tmp_path):
+    """Chat gives each request new cancel flags: a call queued behind a command that would not
+    die keeps its own request's cancel, whatever the next request does."""
+    import concurrent.futures as cf
+
+    from agent.model import ToolCall
+
+    session = make_session(tmp_path / "t.jsonl", ScriptedModel([]), authorizations=[Authorization(tool="sleep")])
+    p = session._prepare(1, 0, ToolCall(id="call_0", name="sleep", arguments={"host": "h1", "seconds": 0}))
+    stuck = cf.Future()  # the earlier call on the host it waits for
+    flags = session.flags
+    with cf.ThreadPoolExecutor(1) as pool:
+        late = pool.submit(session._execute, 1, p, [stuck], flags)
+        session.request_cancel()
+        session.rearm_cancel()  # chat goes back to the prompt; a new request may start
+        assert not session.cancel.is_set()
+        stuck.set_result(None)
+        result = late.result(timeout=10)
+    assert result.status == "cancelled" and result.content == "cancelled by the operator before it started"
+
+
+def test_the_time_budget_keeps_the_operators_reason_when_the_operator_cancelled_first(tmp_path):
+    from agent.loop import CancelFlags
+
+    path = tmp_path / "t.jsonl"
+    session = make_session(path, ScriptedModel([]), budget=Budget(max_wall_s=0.01))
+    flags = CancelFlags()
+    flags.by_operator()
+    with session._time_budget_watch(0.01, flags):
+        time.sleep(0.3)
+    assert flags.reads_reason == "by the operator"
+    session.close("interrupted")
+    assert not [e for e in events(path, "note") if e.get("kind") == "budget"]

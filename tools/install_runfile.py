@@ -141,7 +141,10 @@ class InstallRunfile(Tool):
                 ctx.emit("progress", {"step": what})
                 stage["now"] = what
             forward = OutputForwarder(ctx)
-            result = host.run(cmd, timeout=timeout, cancel=ctx.cancel, on_output=forward)
+            # Once the installer has run, the short checks and the symlink repair always finish:
+            # a cancel then would only hide what was installed.
+            cancel = None if stage.get("installed") else ctx.cancel
+            result = host.run(cmd, timeout=timeout, cancel=cancel, on_output=forward)
             forward.flush()
             if result.cancelled:
                 raise ToolError(f"cancelled {ctx.cancel_reason()} during {stage['now']}; the command was killed "
@@ -221,6 +224,7 @@ class InstallRunfile(Tool):
         stage["writes"] = (f"{target} may be partly installed: check it and remove it before trying again "
                            f"(the installer's log is {sp(INSTALLER_LOG)})")
         run = sh(command, timeout=args.timeout, what="running the installer")
+        stage["installed"] = "yes"
         timings["install"] = round(time.monotonic() - t0, 3)
         log_path = sp(INSTALLER_LOG)
         log = sh(f"tail -n 200 {shlex.quote(log_path)}")

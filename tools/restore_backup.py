@@ -77,20 +77,21 @@ class RestoreBackup(Tool):
         py = args.python or manifest["python"]
         q = shlex.quote(py)
 
-        def pip(cmd: str, what: str) -> str:
+        part_way = f"the environment may be part-way restored: run restore_backup {args.backup_id} again to finish it"
+
+        def pip(cmd: str, what: str, cancelled_leaves: str = part_way) -> str:
             ctx.emit("progress", {"step": what})
             forward = OutputForwarder(ctx)
             r = host.run(f"{q} -m pip {cmd}", timeout=1800, env=PIP_ENV, cancel=ctx.cancel, on_output=forward)
             forward.flush()
             if r.cancelled:
-                raise ToolError(f"cancelled {ctx.cancel_reason()} while {what}; the environment may be part-way "
-                                f"restored: run restore_backup {args.backup_id} again to finish it")
+                raise ToolError(f"cancelled {ctx.cancel_reason()} while {what}; {cancelled_leaves}")
             if not r.ok:
                 raise ToolError(f"`pip {cmd}` failed (exit {r.exit_code}) while restoring {args.backup_id}: "
                                 f"{truncate_for_model((r.stderr or r.stdout).strip(), 2000)}")
             return r.stdout
 
-        have = parse_freeze(pip("freeze --all", "reading the environment"))
+        have = parse_freeze(pip("freeze --all", "reading the environment", "nothing was changed yet"))
         commands: list[str] = []
         extras = sorted(n for n in have if n not in want and n not in KEEP)
         if extras:
@@ -106,7 +107,9 @@ class RestoreBackup(Tool):
                   " ".join(shlex.quote(x) for x in sorted(lines))
             pip(cmd, f"reinstalling {len(lines)} pinned packages" + (f" from {index}" if index else ""))
             commands.append(f"{py} -m pip {cmd}")
-        after = parse_freeze(pip("freeze --all", "checking the result"))
+        after = parse_freeze(pip("freeze --all", "checking the result",
+                                 "the packages were reinstalled but not checked: compare `pip freeze --all` "
+                                 "with the backup's freeze.txt"))
         remaining = freeze_diff(want, after)
         return self.Result(backup_id=args.backup_id, python=py, uninstalled=extras, installed=sorted(changed),
                            commands=commands, remaining_diff=remaining, restored=not remaining,
