@@ -134,7 +134,7 @@ class InstallRunfile(Tool):
         target = sp(args.toolkit_path or f"/usr/local/cuda-{args.version}")
         cuda_link = sp("/usr/local/cuda")
 
-        stage = {"now": "preflight", "writes": "nothing was written"}
+        stage = {"now": "preflight", "writes": "nothing was written", "installed": False}
 
         def sh(cmd: str, timeout: float = 120, what: str | None = None):
             if what:
@@ -143,7 +143,7 @@ class InstallRunfile(Tool):
             forward = OutputForwarder(ctx)
             # Once the installer has run, the short checks and the symlink repair always finish:
             # a cancel then would only hide what was installed.
-            cancel = None if stage.get("installed") else ctx.cancel
+            cancel = None if stage["installed"] else ctx.cancel
             result = host.run(cmd, timeout=timeout, cancel=cancel, on_output=forward)
             forward.flush()
             if result.cancelled:
@@ -224,7 +224,7 @@ class InstallRunfile(Tool):
         stage["writes"] = (f"{target} may be partly installed: check it and remove it before trying again "
                            f"(the installer's log is {sp(INSTALLER_LOG)})")
         run = sh(command, timeout=args.timeout, what="running the installer")
-        stage["installed"] = "yes"
+        stage["installed"] = True
         timings["install"] = round(time.monotonic() - t0, 3)
         log_path = sp(INSTALLER_LOG)
         log = sh(f"tail -n 200 {shlex.quote(log_path)}")
