@@ -418,7 +418,9 @@ class _Analysis:
     def _unparsed_fallback(self, root: Node) -> None:
         """Text the parser rejects may still run (`{rm,-rf,/}` is valid bash): split all of it the
         simple way, at operators and parentheses, and let what it would run raise the class."""
-        for words in _rough_commands(_text(root)):
+        readings = _rough_commands(_text(root))
+        readings += [words for words in _rough_commands(_text(root), by_line=True) if words not in readings]
+        for words in readings:
             args = [Arg(w) for word in words for w in _expand_braces(word)]
             if args:
                 self.speculate("unparsed text", _join(args)).run_words(args, None)
@@ -1230,9 +1232,22 @@ def _first_error(node: Node) -> Node | None:
     return None
 
 
-def _rough_commands(text: str) -> list[list[str]]:
-    """Split text that bash's grammar rejected into word lists at shell operators; [] if even that fails."""
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
+# Words that open or close a compound command when they start one: `{ {rm,-rf,/}; }` runs `{rm,-rf,/}`.
+_RESERVED_STARTS = frozenset({"{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done", "while", "until",
+                              "time"})
+
+
+def _rough_commands(text: str, by_line: bool = False) -> list[list[str]]:
+    """Split text that bash's grammar rejected into word lists at shell operators; [] if even that fails.
+
+    `by_line` reads it as bash would line by line: newlines end commands, and reserved words
+    that open or close a compound command are dropped from the start of one. Callers use both
+    readings, so splitting more can only add commands to judge, never hide one.
+    """
+    separators = ";&|()<>" + ("\n" if by_line else "")
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=separators)
+    if by_line:
+        lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
     try:
         tokens = list(lexer)
@@ -1240,8 +1255,10 @@ def _rough_commands(text: str) -> list[list[str]]:
         return []
     commands: list[list[str]] = [[]]
     for token in tokens[:256]:
-        if token and all(c in ";&|()<>" for c in token):
+        if token and all(c in separators for c in token):
             commands.append([])
+        elif by_line and not commands[-1] and token in _RESERVED_STARTS:
+            continue
         else:
             commands[-1].append(token)
     return [c for c in commands if c]
