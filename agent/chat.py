@@ -121,6 +121,11 @@ class TerminalApprover:
         self.record = record  # writes the answer to the transcript
         self.ctrl_c = ctrl_c or CtrlC()
 
+    def record_in(self, session: Session) -> None:
+        """Every answer goes into the session's transcript, by the operator."""
+        self.record = lambda req, answer: session.emit(
+            "approval", host=req.host, tool=req.tool, subject=req.subject, answer=answer.value, by="operator")
+
     def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
         answer = ApprovalAnswer.NO if self.ctrl_c.requested else self._prompt(request)
         if self.record:
@@ -387,8 +392,7 @@ def run_chat(args) -> int:
     ctrl_c.session = session
     if isinstance(view, TerminalView):
         view.cancelling = lambda: session.cancel.is_set()  # the current request's flag
-    approver.record = lambda req, answer: session.emit(
-        "approval", host=req.host, tool=req.tool, subject=req.subject, answer=answer.value, by="operator")
+    approver.record_in(session)
     return Chat(session, view, ctrl_c, path).run()
 
 

@@ -107,9 +107,7 @@ def demo(args) -> int:
                           listeners=[view], sims={"sim": sim},
                           start_info={"goal": goal.goal, "goal_file": "goals/demo.yaml", "command": "demo"})
     if approver is not None:
-        session = built.session
-        approver.record = lambda req, answer: session.emit(
-            "approval", host=req.host, tool=req.tool, subject=req.subject, answer=answer.value, by="operator")
+        approver.record_in(built.session)
     with busy(view):
         code = execute_goal(goal, built.session)
     report = _write_report(transcript)

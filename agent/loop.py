@@ -21,12 +21,12 @@ import json
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol
 
 from pydantic import BaseModel
 
-from agent.model import AssistantTurn, Model, ModelError, ToolCall
+from agent.model import Model, ModelError, ToolCall
 from agent.safety import Decision, SafetyPolicy, Verdict
 from agent.transcript import TranscriptWriter
 from tools.base import (Action, ArgumentError, ArtifactStore, BackupRecord, Registry, RiskClass, Tool,
@@ -86,10 +86,13 @@ class PreparedCall:
         return self.error is None and self.decision is not None and self.decision.allowed
 
     @property
+    def changes_host(self) -> bool:
+        return self.decision is None or self.decision.risk.cls is not RiskClass.READ_ONLY
+
+    @property
     def exclusive(self) -> bool:
         """Runs alone on its host: anything that is not read-only, and what asks for the host alone."""
-        return (self.decision is None or self.decision.risk.cls is not RiskClass.READ_ONLY
-                or (self.action is not None and self.action.exclusive))
+        return self.changes_host or (self.action is not None and self.action.exclusive)
 
 
 @dataclass
@@ -289,11 +292,11 @@ class Session:
             self.refused.append(p.decision)
         return p
 
-    def _context(self, p: PreparedCall, changes_host: bool, flags: CancelFlags) -> ToolContext:
+    def _context(self, p: PreparedCall, flags: CancelFlags) -> ToolContext:
         def emit_live(kind: str, data: dict) -> None:
             self.emit(kind, record=False, call_id=p.call.id, tool=p.call.name, **data)
 
-        if changes_host:
+        if p.changes_host:
             cancel, reason = flags.operator, (lambda: "by the operator")
         else:
             cancel, reason = flags.reads, (lambda: flags.reads_reason)
@@ -319,8 +322,7 @@ class Session:
                 f.result()
             except BaseException:  # noqa: BLE001 - their failure is theirs; we only wait for them
                 pass
-        changes_host = p.decision.risk.cls is not RiskClass.READ_ONLY
-        if changes_host:
+        if p.changes_host:
             self._changes_running.add(p.call.id)
         try:
             if flags.operator.is_set():  # a Ctrl-C may have come while this call waited
@@ -333,7 +335,7 @@ class Session:
             self.emit("tool_start", turn=turn_no, index=p.index, call_id=p.call.id, tool=p.call.name,
                       host=p.action.host if p.action else None)
             t0 = time.monotonic()
-            ctx = self._context(p, changes_host, flags)
+            ctx = self._context(p, flags)
             result = self.runner.run(p, ctx)
             if result.data is not None and has_long_text(result.data):  # kept as head and tail in the record
                 result.data = bound_for_record(result.data, ctx)

@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tools.base import Action, BackupRecord, Risk, RiskClass
+from tools.hosts import command_subject
 
 
 class Verdict(str, enum.Enum):
@@ -245,8 +246,7 @@ def classify_action(action: Action) -> Risk:
     command = action.facts.get("command")
     if command is None:
         return classify_workload(action.subject)
-    cwd = action.facts.get("cwd")
-    risk = classify_workload(command if cwd is None else f"cd {shlex.quote(cwd)} && {command}")
+    risk = classify_workload(command_subject(command, cwd=action.facts.get("cwd")))
     unsafe = _unsafe_workload_env(env)
     if unsafe:
         return Risk(cls=risk.cls.at_least(RiskClass.MUTATING), rule="workload:env",

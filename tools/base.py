@@ -184,6 +184,14 @@ class OutputForwarder:
                 self.ctx.emit("output", {"stream": stream, "text": text})
 
 
+def run_live(ctx: ToolContext, host: Any, command: str, **kwargs: Any) -> Any:
+    """`host.run(command, **kwargs)` with its output shown live to the context's listeners."""
+    forward = OutputForwarder(ctx)
+    result = host.run(command, on_output=forward, **kwargs)
+    forward.flush()
+    return result
+
+
 # --------------------------------------------------------------------------- tools
 
 

@@ -163,6 +163,28 @@ CommandText = Annotated[str, AfterValidator(_command_not_blank)]
 EnvVars = Annotated[dict[str, str], AfterValidator(_env_names_valid)]
 
 
+def command_subject(command: str, env: dict[str, str] | None = None, cwd: str | None = None) -> str:
+    """A command with its environment and directory, as the safety gate classifies it and an
+    approval binds to: so an approval of one command never covers it with a different
+    environment or in another directory.
+
+    The short forms `K=V cmd` and `cd DIR && cmd` mean what `wrap_command` runs only for one
+    simple command: for `a; b`, K would reach `a` alone and a failed cd would still run `b`. A
+    command of several parts gets the exact forms: `export K=V; a; b`, and `cd -- DIR || exit`
+    on a line of its own. A model that writes `K=V a; b` itself therefore never shares a subject
+    (nor an approval) with env K and `a; b`.
+    """
+    # Without these characters bash sees one simple command; with them, the exact forms are used.
+    one_command = not any(c in command for c in ";&|()<>`$\n\r")
+    subject = command
+    if env:
+        assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        subject = f"{assigns} {subject}" if one_command else f"export {assigns}; {subject}"
+    if cwd is not None:
+        subject = f"cd {shlex.quote(cwd)} && {subject}" if one_command else f"cd -- {shlex.quote(cwd)} || exit\n{subject}"
+    return subject
+
+
 def wrap_command(command: str, path: str, env: dict[str, str], cwd: str | None) -> str:
     """The exact remote command line: a clean bash with an explicit PATH and environment.
 

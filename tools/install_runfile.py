@@ -15,7 +15,8 @@ import time
 
 from pydantic import BaseModel, Field, field_validator
 
-from tools.base import Action, OutputForwarder, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, truncate_for_model
+from tools.base import (Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, run_live,
+                        truncate_for_model)
 from tools.hosts import HostError
 
 RUNFILE_NAME = re.compile(r"^cuda_(?P<cuda>\d+\.\d+\.\d+)_(?P<driver>\d+\.\d+(?:\.\d+)?)_linux(?:_sbsa)?\.run$")
@@ -140,12 +141,9 @@ class InstallRunfile(Tool):
             if what:
                 ctx.emit("progress", {"step": what})
                 stage["now"] = what
-            forward = OutputForwarder(ctx)
             # Once the installer has run, the short checks and the symlink repair always finish:
             # a cancel then would only hide what was installed.
-            cancel = None if stage["installed"] else ctx.cancel
-            result = host.run(cmd, timeout=timeout, cancel=cancel, on_output=forward)
-            forward.flush()
+            result = run_live(ctx, host, cmd, timeout=timeout, cancel=None if stage["installed"] else ctx.cancel)
             if result.cancelled:
                 raise ToolError(f"cancelled {ctx.cancel_reason()} during {stage['now']}; the command was killed "
                                 f"and {stage['writes']}")

@@ -7,7 +7,8 @@ import shlex
 
 from pydantic import BaseModel, Field
 
-from tools.base import Action, OutputForwarder, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, truncate_for_model
+from tools.base import (Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, run_live,
+                        truncate_for_model)
 from tools.hosts import HostError
 from tools.pip_freeze_backup import PIP_ENV, parse_freeze, read_backup
 
@@ -81,9 +82,7 @@ class RestoreBackup(Tool):
 
         def pip(cmd: str, what: str, cancelled_leaves: str = part_way) -> str:
             ctx.emit("progress", {"step": what})
-            forward = OutputForwarder(ctx)
-            r = host.run(f"{q} -m pip {cmd}", timeout=1800, env=PIP_ENV, cancel=ctx.cancel, on_output=forward)
-            forward.flush()
+            r = run_live(ctx, host, f"{q} -m pip {cmd}", timeout=1800, env=PIP_ENV, cancel=ctx.cancel)
             if r.cancelled:
                 raise ToolError(f"cancelled {ctx.cancel_reason()} while {what}; {cancelled_leaves}")
             if not r.ok:

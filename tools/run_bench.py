@@ -15,15 +15,14 @@ from __future__ import annotations
 import json
 import math
 import re
-import shlex
 import statistics
 from dataclasses import dataclass
 from typing import Callable
 
 from pydantic import BaseModel, Field, field_validator
 
-from tools.base import Action, OutputForwarder, StrictArgs, Tool, ToolContext, ToolError
-from tools.hosts import CommandResult, CommandText, EnvVars, HostError
+from tools.base import Action, StrictArgs, Tool, ToolContext, ToolError, run_live
+from tools.hosts import CommandResult, CommandText, EnvVars, HostError, command_subject
 
 STORE_KEY = "run_bench"  # ctx.store[STORE_KEY][label] -> the Result of that label, as a dict
 
@@ -518,14 +517,11 @@ class RunBench(Tool):
         return baseline
 
     def _run_once(self, ctx: ToolContext, host, args: RunBenchArgs, what: str) -> CommandResult:
-        forward = OutputForwarder(ctx)
         try:
-            r = host.run(args.command, timeout=args.timeout, cwd=args.cwd, env=args.env, on_output=forward,
-                         cancel=ctx.cancel)
+            return run_live(ctx, host, args.command, timeout=args.timeout, cwd=args.cwd, env=args.env,
+                            cancel=ctx.cancel)
         except HostError as e:
             raise ToolError(f"{what}: {e}") from None
-        forward.flush()
-        return r
 
     def _check_finished(self, ctx: ToolContext, args: RunBenchArgs, r: CommandResult, what: str,
                         artifact: str | None) -> None:
@@ -558,13 +554,8 @@ def _read_run_metric(parser: str, metric: str, r: CommandResult, what: str, arti
 
 
 def bench_subject(args: RunBenchArgs) -> str:
-    """The command as the gate classifies it and an approval binds to: env as K=V, cwd as `cd DIR &&`."""
-    subject = args.command
-    if args.env:
-        subject = " ".join(f"{k}={shlex.quote(v)}" for k, v in args.env.items()) + " " + subject
-    if args.cwd is not None:
-        subject = f"cd {shlex.quote(args.cwd)} && {subject}"
-    return subject
+    """The command as the gate classifies it and an approval binds to, with its env and cwd."""
+    return command_subject(args.command, args.env, args.cwd)
 
 
 TAIL_LINES = 30

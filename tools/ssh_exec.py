@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import shlex
-
 from pydantic import BaseModel, Field
 
-from tools.base import (MODEL_OUTPUT_LIMIT, Action, OutputForwarder, StrictArgs, Tool, ToolContext, ToolError,
+from tools.base import (MODEL_OUTPUT_LIMIT, Action, StrictArgs, Tool, ToolContext, ToolError, run_live,
                         truncate_for_model)
-from tools.hosts import CommandText, EnvVars, HostError
+from tools.hosts import CommandText, EnvVars, HostError, command_subject
 
 
 class SSHExecArgs(StrictArgs):
@@ -65,15 +63,14 @@ class SSHExec(Tool):
     Result = SSHExecResult
 
     def action(self, args: SSHExecArgs) -> Action:
-        return Action(host=args.host, subject=command_subject(args), risk=None)
+        return Action(host=args.host, subject=command_subject(args.command, args.env, args.cwd),
+                      risk=None)
 
     def run(self, ctx: ToolContext, args: SSHExecArgs) -> SSHExecResult:
         try:
             host = ctx.hosts.get(args.host)
-            forward = OutputForwarder(ctx)
-            r = host.run(args.command, timeout=args.timeout, cwd=args.cwd, env=args.env, on_output=forward,
+            r = run_live(ctx, host, args.command, timeout=args.timeout, cwd=args.cwd, env=args.env,
                          cancel=ctx.cancel)
-            forward.flush()
         except HostError as e:
             raise ToolError(str(e)) from None
         return SSHExecResult(
@@ -110,30 +107,6 @@ class SSHExec(Tool):
             else:
                 parts.append(f"--- {stream}: empty ---")
         return "\n".join(parts)
-
-
-def command_subject(args: SSHExecArgs) -> str:
-    """What the safety gate classifies and an approval binds to: the command as it will run.
-
-    The environment and the directory go in front, so the classifier sees them and an approval
-    of one command never covers it with a different environment or in another directory. The
-    short forms `K=V cmd` and `cd DIR && cmd` mean what the call does only for one simple
-    command: for `a; b`, K would reach `a` alone and a failed cd would still run `b`. So a
-    command of several parts gets the exact forms: `export K=V; a; b`, and `cd -- DIR || exit`
-    on a line of its own, as the host layer runs it. A model that writes `K=V a; b` itself
-    therefore never shares a subject (nor an approval) with env K and `a; b`.
-    """
-    command = args.command
-    # Without these characters bash sees one simple command; with them, the exact forms are used.
-    one_command = not any(c in command for c in ";&|()<>`$\n\r")
-    subject = command
-    if args.env:
-        assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in args.env.items())
-        subject = f"{assigns} {subject}" if one_command else f"export {assigns}; {subject}"
-    if args.cwd is not None:
-        cwd = shlex.quote(args.cwd)
-        subject = f"cd {cwd} && {subject}" if one_command else f"cd -- {cwd} || exit\n{subject}"
-    return subject
 
 
 def _save_if_long(ctx: ToolContext, stream: str, text: str) -> str | None:
