@@ -209,11 +209,34 @@ def test_nul_byte_is_never_read_only():
     assert classify("nvidia-smi -L\x00").cls is RiskClass.MUTATING
 
 
-def test_concurrent_calls_agree_with_sequential_ones():
+def test_concurrent_calls_agree_with_sequential_ones_and_never_share_the_parser(monkeypatch):
+    import threading
+    import time
+
+    import agent.classifier as classifier
+
     commands = [c for c, _ in NEEDS_APPROVAL] + READ_ONLY
     expected = [classify(c) for c in commands]
+    real, inside, most, count_lock = classifier._PARSER, [0], [0], threading.Lock()
+
+    class OneAtATime:
+        """The real parser, made slow enough that threads sharing it would overlap (it is not thread-safe)."""
+
+        def parse(self, data):
+            with count_lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            try:
+                time.sleep(0.0005)
+                return real.parse(data)
+            finally:
+                with count_lock:
+                    inside[0] -= 1
+
+    monkeypatch.setattr(classifier, "_PARSER", OneAtATime())
     with ThreadPoolExecutor(max_workers=8) as pool:
         assert list(pool.map(classify, commands)) == expected
+    assert most[0] == 1
 
 
 # --------------------------------------------------------------------------- properties

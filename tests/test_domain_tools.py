@@ -306,8 +306,8 @@ def test_a_benchmark_may_set_the_toolkit_but_not_load_code_through_its_environme
 
 
 def test_cancelled_tools_say_so_and_what_state_they_leave(tmp_path):
-    """A cancel is an error naming its cause, never a result that looks like a finished
-    inspection or a failed command. The time budget reaches read-only tools only."""
+    """A cancel is an error naming its cause (as the session gives it), never a result that looks
+    like a finished inspection or a failed command."""
     sim = build_sim(tmp_path / "gpu")
     pool = HostPool([sim.host_spec()])
     ctx = ctx_for(pool, tmp_path)

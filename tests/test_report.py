@@ -15,12 +15,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from helpers import events
 
 from agent.loop import Budget, Session
 from agent.model import ScriptedModel, turn
 from agent.report import CHART_COLOURS, build_report, render_html, render_markdown, report_path, write_report
 from agent.safety import ApprovalAnswer, Authorization, SafetyPolicy
-from agent.transcript import TranscriptWriter, iter_events
+from agent.transcript import TranscriptWriter
 from tools.base import ArtifactStore, Registry, ToolContext
 from tools.hosts import HostPool
 from tools.inspect_host import InspectHost
@@ -40,10 +41,6 @@ FINAL_ANSWER = ("CUDA 13.0 sits beside 12.8 and torch moved to cu130; the `rm -r
 
 def registry() -> Registry:
     return Registry([SSHExec(), InspectHost(), PipFreezeBackup(), RestoreBackup(), InstallRunfile(), RunBench()])
-
-
-def events(path: Path, type_: str) -> list[dict]:
-    return [e for e in iter_events(path) if e["type"] == type_]
 
 
 @dataclass

@@ -106,5 +106,6 @@ def test_demo_json_prints_events_only(tmp_path):
     env["PYTHONPATH"] = str(ROOT)
     r = subprocess.run([sys.executable, "-m", "agent.cli", "demo", "--json", "--dir", str(tmp_path)],
                        capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
     lines = [json.loads(line) for line in r.stdout.splitlines()]
     assert lines[0]["type"] == "session_start" and lines[-1]["type"] == "session_end"

@@ -10,6 +10,7 @@ import time
 
 import pyte
 import pytest
+from helpers import flat
 from fake_tools import all_fake_tools
 from rich.cells import cell_len
 from rich.console import Console
@@ -70,10 +71,6 @@ def narrow_console(width: int = 40) -> Console:
 def feed(view, events: list[dict]) -> None:
     for ev in events:
         view(ev)
-
-
-def flat(text: str) -> str:
-    return re.sub(r"[\s│╭╮╰╯─]+", "", text)
 
 
 def test_terminal_view_in_40_columns_shows_every_call_with_its_class_and_verdict(recorded):
