@@ -65,6 +65,7 @@ def demo(args) -> int:
     from agent.session_builder import build_session, busy, execute_goal, goal_budget, make_model
     from agent.ui import JsonLines, make_view
     from tools.sim import build_sim
+    from tools.sim.venv import SimBuildError
 
     say = (lambda *a: None) if args.json else (lambda *a: print(*a, file=sys.stderr, flush=True))
     started = time.monotonic()
@@ -78,6 +79,9 @@ def demo(args) -> int:
     except FileExistsError as e:
         print(f"agent: {e}; give --dir a new or empty directory", file=sys.stderr)
         return 2
+    except SimBuildError as e:
+        print(f"agent: {e}", file=sys.stderr)
+        return 1
     say(f"  host `sim` at {sim.root}")
 
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL") or args.base_url:

@@ -42,8 +42,13 @@ def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) ->
         if sim is None:
             from tools.sim import build_sim
 
+            from tools.sim.venv import SimBuildError
+
             root = (sim_dir or Path(tempfile.mkdtemp(prefix="upgrade-agent-sim-"))) / entry.name
-            sim = build_sim(root)
+            try:
+                sim = build_sim(root)
+            except SimBuildError as e:
+                raise SessionConfigError(str(e)) from None
         return sim.host_spec(name=entry.name), sim
     spec = HostSpec(name=entry.name, transport=entry.transport, target=entry.target, sysroot=entry.sysroot,
                     path_prefix=list(entry.path_prefix), env=dict(entry.env), python=entry.python,

@@ -571,3 +571,33 @@ def test_same_results_over_ssh(sim, host, ssh_world, sshd):
     rf = sim.runfiles["13.0"]
     run(remote, f"sh {q(rf.path)} --silent --toolkit --toolkitpath={q(sim.sys_path('/usr/local/cuda-13.0'))}")
     assert run(host, f"{q(sim.sys_path('/usr/local/cuda-13.0'))}/bin/nvcc --version").stdout == fixture("nvcc-13.0.txt")
+
+
+def test_cold_cache_build_ignores_the_callers_pythonpath(tmp_path, monkeypatch):
+    """A cold cache built under a PYTHONPATH that holds a distribution with unmet requirements (as a
+    source checkout's egg-info is) still passes its own `pip check`: the venv sees only itself."""
+    site = tmp_path / "checkout"
+    info = site / "broken_checkout-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-checkout\nVersion: 0.1\n"
+                                   "Requires-Dist: no-such-package-anywhere>=1\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    sim = build_sim(tmp_path / "gpu", cache_dir=tmp_path / "cold-cache")
+    assert (tmp_path / "cold-cache").is_dir()
+    freeze = subprocess.run([sim.python, "-m", "pip", "freeze"], capture_output=True, text=True,
+                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, check=True).stdout
+    assert "torch==2.10.0+cu128" in freeze
+
+
+def test_a_failed_sim_build_says_what_failed_in_one_line(tmp_path):
+    """pip's own words reach the user, not a bare CalledProcessError."""
+    from tools.sim.venv import SimBuildError, build_template
+
+    empty_index = tmp_path / "index"
+    empty_index.mkdir()
+    with pytest.raises(SimBuildError) as caught:
+        build_template(tmp_path / "venv", sys.executable, empty_index)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("building the simulated host's Python environment failed: pip install exited 1")
+    assert "torch==2.10.0+cu128" in message or "No matching distribution" in message

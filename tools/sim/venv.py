@@ -20,9 +20,18 @@ STACK = ("torch==2.10.0+cu128", "sglang==0.5.9", "sgl-kernel==0.3.21+cu128", "fl
          "vllm==0.16.0")
 
 
+class SimBuildError(RuntimeError):
+    """Building the sim's Python environment failed; the message ends with the tool's own words."""
+
+
 def pip_env() -> dict[str, str]:
-    """A pip that reads no user configuration and never looks at the network."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    """A pip that reads no user configuration, never looks at the network, and sees only the venv.
+
+    PYTHONPATH and the other PYTHON* variables are dropped: a caller that points PYTHONPATH at a
+    source checkout (tests, `PYTHONPATH=. agent ...`) would otherwise put that checkout's egg-info
+    into the venv's view, and `pip check` would fail on its unmet requirements.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHON"))}
     env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_CACHE_DIR="1", PIP_CONFIG_FILE=os.devnull,
                PIP_NO_INPUT="1")
     return env
@@ -30,12 +39,20 @@ def pip_env() -> dict[str, str]:
 
 def build_template(dest: Path, base_python: str, index_dir: Path) -> None:
     """A venv at `dest` with pip and the sim's cu128 stack installed from `index_dir` (offline)."""
-    subprocess.run([base_python, "-m", "venv", str(dest)], check=True, capture_output=True)
+    _run("python -m venv", [base_python, "-m", "venv", str(dest)], env=pip_env())
     python = dest / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--index-url", index_dir.as_uri(), *STACK],
-                   check=True, capture_output=True, env=pip_env())
+    _run("pip install", [str(python), "-m", "pip", "install", "--index-url", index_dir.as_uri(), *STACK],
+         env=pip_env())
     # A pip check proves the dependency metadata is consistent, as a resolver-installed env would be.
-    subprocess.run([str(python), "-m", "pip", "check"], check=True, capture_output=True, env=pip_env())
+    _run("pip check", [str(python), "-m", "pip", "check"], env=pip_env())
+
+
+def _run(what: str, argv: list[str], env: dict[str, str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        said = (done.stdout + done.stderr).strip().splitlines()[-5:]
+        raise SimBuildError(f"building the simulated host's Python environment failed: {what} exited "
+                            f"{done.returncode}: " + " | ".join(said or ["(no output)"]))
 
 
 def copy(template: Path, template_origin: str, dest: Path, pip_conf: str) -> None:
