@@ -10,9 +10,9 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from agent.classifier import classify
 from agent.goal import Goal, SuccessCheck
 from agent.loop import Session
+from agent.safety.classifier import classify
 from tools.base import RiskClass, ToolContext, ToolError
 from tools.hosts import HostError
 from tools.inspect_host import InspectHost, parse_nvcc

@@ -6,7 +6,7 @@
       - {name: box2, target: root@127.0.0.1:2222, python: /opt/venv/bin/python}
       - {name: sim, transport: sim}   # the built-in simulated GPU host
     model: gpt-4.1                    # optional; also --model / OPENAI_BASE_URL
-    authorizations:                   # what may change without asking (see agent/safety.py)
+    authorizations:                   # what may change without asking (see agent/safety/policy.py)
       - {host: gpu1, tool: install_runfile, args: {version: "13.0", toolkit_only: true}}
       - {host: gpu1, command_prefix: "python -m pip install"}
     budget: {turns: 40, tokens: 400000, minutes: 30}
@@ -25,7 +25,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from agent.budget import Budget
 from agent.safety import Authorization
+from tools import TOOLS, default_tools
 
 
 class GoalError(ValueError):
@@ -52,14 +54,6 @@ def host_entry_for(name: str, trust_host_key: str | None = None) -> HostEntry:
     if name in ("local", "sim"):
         return HostEntry(name=name, transport=name)
     return HostEntry(name=name, transport="ssh", target=name, trust_host_key=trust_host_key)
-
-
-class Budget(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    turns: int = Field(default=40, ge=1)
-    tokens: int | None = Field(default=None, ge=1)
-    minutes: float | None = Field(default=None, gt=0)
 
 
 class ToolkitCheck(BaseModel):
@@ -138,8 +132,6 @@ class Goal(BaseModel):
 
 def _check_tool_authorization(i: int, tool: str, args: dict[str, Any]) -> None:
     """An authorization that can never match is a mistake: name the tool and the argument."""
-    from tools import TOOLS, default_tools
-
     if tool not in TOOLS:
         raise ValueError(f"authorizations[{i}].tool {tool!r} is not a tool; tools: {', '.join(TOOLS)}")
     fields = default_tools([tool])[0].Args.model_fields

@@ -11,20 +11,22 @@ from pathlib import Path
 from typing import Any
 
 import agent
-from agent.goal import Goal, GoalError, HostEntry, host_entry_for, load_goal
-from agent.loop import Budget, Outcome, Session
-from agent.model import Model, ModelError, OpenAIModel
+from agent.budget import Budget
+from agent.errors import SessionConfigError
+from agent.goal import Goal, HostEntry, host_entry_for
+from agent.loop import Session
+from agent.model import Model, ModelError
+from agent.model.openai_client import OpenAIModel
+from agent.record.transcript import Redactor, TranscriptWriter, new_transcript_path
 from agent.safety import Approver, Authorization, SafetyPolicy
-from agent.transcript import Redactor, TranscriptWriter, new_transcript_path
+from prompts import system_prompt
 from tools import default_tools
-from tools.base import ArgumentError, Registry
+from tools.base import Registry
 from tools.hosts import HostPool, HostSpec
+from tools.sim import build_sim
+from tools.sim.venv import SimBuildError
 
 DEFAULT_MODEL = "gpt-4.1"
-
-
-class SessionConfigError(Exception):
-    """Configuration that cannot work; one line, exit code 2."""
 
 
 @dataclass
@@ -40,10 +42,6 @@ def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) ->
     (or uses the one given)."""
     if entry.transport == "sim":
         if sim is None:
-            from tools.sim import build_sim
-
-            from tools.sim.venv import SimBuildError
-
             root = (sim_dir or Path(tempfile.mkdtemp(prefix="upgrade-agent-sim-"))) / entry.name
             try:
                 sim = build_sim(root)
@@ -94,8 +92,6 @@ def build_session(
     sims: dict[str, Any] | None = None,
     secrets: list[str] | None = None,
 ) -> Built:
-    from prompts import system_prompt
-
     specs, built_sims = [], {}
     for entry in hosts:
         spec, sim = host_spec(entry, sim_dir, (sims or {}).get(entry.name))
@@ -137,8 +133,7 @@ def _spec_info(s: HostSpec) -> dict:
 
 
 def goal_budget(goal: Goal) -> Budget:
-    b = goal.budget
-    return Budget(max_turns=b.turns, max_tokens=b.tokens, max_wall_s=b.minutes * 60 if b.minutes else None)
+    return goal.budget
 
 
 def goal_message(goal: Goal) -> str:
@@ -151,140 +146,3 @@ def goal_message(goal: Goal) -> str:
     lines.append("\nThis is a scripted run: nobody will answer questions, and steps the goal file does not "
                  "authorize will be refused.")
     return "\n".join(lines)
-
-
-def exit_code_for(outcome: Outcome, session: Session, checks_ok: bool | None) -> int:
-    from agent.cli import EXIT_BUDGET, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
-
-    if outcome.status == "interrupted":
-        return EXIT_INTERRUPTED
-    if outcome.status == "budget":
-        return EXIT_BUDGET
-    if outcome.status == "model_error" and session.turns <= 1:
-        return EXIT_USAGE  # the endpoint never answered: a configuration problem
-    if outcome.status == "done" and (checks_ok is True or (checks_ok is None and not session.refused)):
-        return EXIT_OK
-    if session.refused and checks_ok is not True:
-        return EXIT_REFUSED  # with no checks to say otherwise, a refused step may have been needed
-    return EXIT_FAILED
-
-
-# --------------------------------------------------------------------------- commands
-
-
-def run_goal(args) -> int:
-    from agent.ui import JsonLines, make_view
-
-    try:
-        goal = load_goal(Path(args.goal))
-    except GoalError as e:
-        raise SessionConfigError(str(e)) from None
-    model = make_model(args.model or goal.model, args.base_url or goal.base_url, args.model_timeout)
-    path = Path(args.transcript) if args.transcript else new_transcript_path("run")
-    view = JsonLines() if args.json else make_view()
-    built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,
-                          plan=args.plan, budget=goal_budget(goal), transcript=path, listeners=[view],
-                          start_info={"goal": goal.goal, "goal_file": str(args.goal), "command": "run"})
-    with busy(view):
-        code = execute_goal(goal, built.session)
-    from agent.report import write_report
-
-    report = write_report(path)
-    if not args.json:
-        print(f"transcript: {path}\nreport:     {report}", file=sys.stderr)
-    return code
-
-
-def busy(view):
-    """The view's live region while the session works (a no-op for views without one)."""
-    import contextlib
-
-    return view.busy() if hasattr(view, "busy") else contextlib.nullcontext()
-
-
-def execute_goal(goal: Goal, session: Session) -> int:
-    """Run the goal to its end, verify it, record the result, close the session; the exit code.
-
-    The transcript is closed with its end event whatever happens on the way, checks included.
-    """
-    from agent.checks import capture_final_state, run_checks
-
-    outcome = Outcome("crashed", "")
-    try:
-        try:
-            outcome = session.send(goal_message(goal))
-        except KeyboardInterrupt:
-            outcome = Outcome("interrupted", "interrupted by the operator")
-        checks_ok: bool | None = None
-        try:
-            if outcome.status != "interrupted" and not session.gate.plan:
-                capture_final_state(session)
-                checks_ok = run_checks(goal, session) if goal.success else None
-        except KeyboardInterrupt:
-            outcome = Outcome("interrupted", "interrupted by the operator during the final checks")
-        code = exit_code_for(outcome, session, checks_ok)
-        reason = {0: "goal met" if not session.gate.plan else "dry run complete", 3: "a needed step was refused",
-                  4: outcome.reason, 130: outcome.reason}.get(code, outcome.reason if outcome.status != "done"
-                                                              else "success checks failed")
-        session.emit("goal_result", met=code == 0 and not session.gate.plan, exit_code=code, reason=reason,
-                     checks_ok=checks_ok)
-    except BaseException as e:
-        session.close("crashed", f"{type(e).__name__}: {e}")
-        raise
-    session.close(outcome.status, outcome.reason)
-    return code
-
-
-def exec_one(args) -> int:
-    """`agent exec HOST -- CMD`: one ssh_exec call through the same host layer and gate."""
-    import json as _json
-
-    from agent.loop import CallResult, LiveToolRunner, PreparedCall
-    from agent.model import ToolCall
-    from tools.ssh_exec import SSHExec
-
-    command = " ".join(args.command).strip()
-    if not command:
-        raise SessionConfigError("no command given: agent exec HOST -- COMMAND")
-    entry = host_entry_from_flag(args.host, args.trust_host_key)
-    spec, _ = host_spec(entry)
-    tool = SSHExec()
-    try:
-        parsed = tool.parse_args({"host": spec.name, "command": command, "timeout": args.timeout})
-    except ArgumentError as e:
-        raise SessionConfigError(str(e)) from None
-    action = tool.action(parsed)
-    policy = SafetyPolicy(scope={spec.name}, mode="scripted")
-    decision = policy.decide(tool.name, action)
-    if not decision.allowed:
-        print(f"agent: {decision.message_for_model()}", file=sys.stderr)
-        print("agent: `agent exec` runs read-only commands only; use `agent chat` to approve changes",
-              file=sys.stderr)
-        return 3
-    pool = HostPool([spec])
-    from tools.base import ArtifactStore, ToolContext
-
-    def live(kind: str, data: dict) -> None:
-        if not args.json and kind == "output":
-            stream = sys.stdout if data.get("stream") == "stdout" else sys.stderr
-            stream.write(data.get("text", ""))
-            stream.flush()
-
-    ctx = ToolContext(hosts=pool, artifacts=ArtifactStore(None), emit=live)
-    try:
-        result: CallResult = LiveToolRunner().run(PreparedCall(0, ToolCall("exec", tool.name, ""), tool, parsed,
-                                                               action, decision), ctx)
-    finally:
-        pool.close()
-    if not result.ok:
-        print(f"agent: {result.error}", file=sys.stderr)
-        return 1
-    data = result.data or {}
-    if args.json:
-        print(_json.dumps(data))
-    if data.get("timed_out"):
-        print(f"agent: timed out after {args.timeout:g}s; the remote process was killed", file=sys.stderr)
-    if data.get("connection_lost"):
-        print("agent: connection lost during the command; it was not re-run", file=sys.stderr)
-    code = data.get("exit_code")
-    return code if isinstance(code, int) else 1

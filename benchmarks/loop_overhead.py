@@ -21,11 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pydantic import BaseModel  # noqa: E402
 
-from agent.loop import Budget, Session, run_session  # noqa: E402
+from agent.budget import Budget
+from agent.loop import Session, run_session  # noqa: E402
 from agent.model import ScriptedModel, turn  # noqa: E402
-from agent.replay import replay  # noqa: E402
+from agent.record.replay import replay  # noqa: E402
+from agent.record.transcript import TranscriptWriter  # noqa: E402
 from agent.safety import SafetyPolicy  # noqa: E402
-from agent.transcript import TranscriptWriter  # noqa: E402
 from tools.base import Action, Registry, Risk, RiskClass, StrictArgs, Tool  # noqa: E402
 
 READ_ONLY = Risk(cls=RiskClass.READ_ONLY, rule="bench", reason="no-op")
@@ -65,7 +66,7 @@ REGISTRY = Registry([NoOp(), SleepOne()])
 
 def session(path: Path, script, turns: int) -> Session:
     return Session(model=ScriptedModel(script), registry=REGISTRY, gate=SafetyPolicy(scope={"h"}),
-                   transcript=TranscriptWriter(path), system_prompt="bench", budget=Budget(max_turns=turns + 2))
+                   transcript=TranscriptWriter(path), system_prompt="bench", budget=Budget(turns=turns + 2))
 
 
 def loop_overhead(tmp: Path, turns: int) -> dict:

@@ -43,11 +43,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import paramiko  # noqa: E402
-from sshd import SSHD, keygen  # noqa: E402
 
 from tools.base import ArtifactStore, ToolContext  # noqa: E402
 from tools.hosts import HostPool, HostSpec, SSHSettings  # noqa: E402
 from tools.ssh_exec import SSHExec  # noqa: E402
+
+from sshd import SSHD, keygen  # noqa: E402
 
 
 def _timed(fn, n: int) -> float:

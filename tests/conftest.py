@@ -18,9 +18,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sshd import SSHD, SSHD_BINARY, keygen, unique_marker  # noqa: E402
-
 from tools.hosts import HostPool, HostSpec, SSHSettings  # noqa: E402
+
+from sshd import SSHD, SSHD_BINARY, keygen, unique_marker  # noqa: E402
 
 
 def _need_sshd() -> None:

@@ -111,7 +111,7 @@ class Change(Tool):
         done: str
 
     def action(self, args):
-        return Action(host=args.host, subject=args.what, risk=MUTATING, facts={"what": args.what})
+        return Action(host=args.host, subject=args.what, risk=MUTATING, args={"what": args.what})
 
     def run(self, ctx, args):
         return self.Result(done=args.what)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from agent.transcript import iter_events
+from agent.record.transcript import iter_events
 
 
 def events(path: Path, type_: str | None = None) -> list[dict]:

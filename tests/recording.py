@@ -25,7 +25,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from agent.goal import Goal, HostEntry  # noqa: E402
 from agent.model import AssistantTurn, turn  # noqa: E402
-from agent.session_builder import build_session, execute_goal, goal_budget  # noqa: E402
+from agent.session_builder import build_session, goal_budget  # noqa: E402
+from app.run import execute_goal  # noqa: E402
 from tools.sim import Sim  # noqa: E402
 
 EXPERT_NOTE = ("recorded with a scripted model that makes the decisions an expert would (tests/recording.py); "

@@ -21,7 +21,6 @@ from typing import Any, Callable, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-
 # --------------------------------------------------------------------------- risk
 
 
@@ -57,22 +56,39 @@ class Risk(BaseModel):
     decoded: str | None = None
 
 
+class Workload(BaseModel):
+    """A benchmark's command line: the gate reads it with the workload rules, where the entry points
+    of sglang, vllm and the project's bench scripts count as read-only."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    command: str
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+
 class Action(BaseModel):
     """What one tool call will do, as the safety gate sees it.
 
     `subject` is the exact thing an approval binds to: the shell command for
     `ssh_exec`, a canonical one-line description for typed tools. When `risk` is
-    None, `subject` is a shell command and the gate classifies it itself.
+    None, `subject` is a shell command and the gate classifies it itself. Every field is
+    typed, so a misspelt one is an error where the action is built, never a silent fallback
+    to plain classification.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     host: str | None
     subject: str
     risk: Risk | None = None
-    # Tool arguments an authorization may match on (e.g. version, toolkit_only). By convention
-    # `interpreter` names a program the tool will run that the model chose: the gate classifies it.
-    facts: dict[str, Any] = Field(default_factory=dict)
+    # The call's arguments that a goal file's tool authorization (`args:`) matches on; every key
+    # is an argument name of the tool (tests check it).
+    args: dict[str, Any] = Field(default_factory=dict)
+    # A program the model chose that the tool will run (an interpreter): the gate classifies it too.
+    interpreter: str | None = None
+    # A benchmark's command line (run_bench), classified by the workload rules instead of `subject`.
+    workload: Workload | None = None
     # Needs its host alone even when read-only (a benchmark must not share the GPUs with another).
     exclusive: bool = False
 

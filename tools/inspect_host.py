@@ -182,7 +182,7 @@ class InspectHost(Tool):
         return Action(host=args.host, subject=f"inspect_host python={args.python or '(default)'}",
                       risk=Risk(cls=RiskClass.READ_ONLY, rule="tool:inspect_host",
                                 reason="reads versions, GPUs and disk space; changes nothing"),
-                      facts={"interpreter": args.python})
+                      interpreter=args.python)
 
     def run(self, ctx: ToolContext, args) -> "InspectHost.Result":
         try:

@@ -15,8 +15,7 @@ import time
 
 from pydantic import BaseModel, Field, field_validator
 
-from tools.base import (Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, run_live,
-                        truncate_for_model)
+from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, run_live, truncate_for_model
 from tools.hosts import HostError
 
 RUNFILE_NAME = re.compile(r"^cuda_(?P<cuda>\d+\.\d+\.\d+)_(?P<driver>\d+\.\d+(?:\.\d+)?)_linux(?:_sbsa)?\.run$")
@@ -106,7 +105,7 @@ class InstallRunfile(Tool):
             risk = Risk(cls=RiskClass.MUTATING, rule="tool:install_runfile:side-by-side",
                         reason="installs a toolkit into a new directory beside the existing ones")
         return Action(host=args.host, subject=subject, risk=risk,
-                      facts={"version": args.version, "toolkit_only": args.toolkit_only, "toolkit_path": target,
+                      args={"version": args.version, "toolkit_only": args.toolkit_only, "toolkit_path": target,
                              "move_symlink": args.move_symlink, "runfile": args.runfile, "checksum": args.checksum,
                              "override": args.override, "tmpdir": args.tmpdir, "download_dir": args.download_dir})
 

@@ -133,7 +133,7 @@ class PipFreezeBackup(Tool):
         return Action(host=args.host, subject=f"pip_freeze_backup python={args.python or '(default)'}",
                       risk=Risk(cls=RiskClass.MUTATING, rule="backup",
                                 reason="writes a new backup directory under /var/tmp/upgrade-agent"),
-                      facts={"python": args.python, "interpreter": args.python})
+                      args={"python": args.python}, interpreter=args.python)
 
     def run(self, ctx: ToolContext, args) -> "PipFreezeBackup.Result":
         try:

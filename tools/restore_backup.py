@@ -7,8 +7,7 @@ import shlex
 
 from pydantic import BaseModel, Field
 
-from tools.base import (Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, run_live,
-                        truncate_for_model)
+from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, run_live, truncate_for_model
 from tools.hosts import HostError
 from tools.pip_freeze_backup import PIP_ENV, parse_freeze, read_backup
 
@@ -62,7 +61,7 @@ class RestoreBackup(Tool):
         return Action(host=args.host, subject=f"restore_backup {args.backup_id} python={args.python or '(backed up)'}",
                       risk=Risk(cls=RiskClass.DESTRUCTIVE, rule="tool:restore_backup",
                                 reason="uninstalls and reinstalls packages to match a backup"),
-                      facts={"backup_id": args.backup_id, "python": args.python, "interpreter": args.python})
+                      args={"backup_id": args.backup_id, "python": args.python}, interpreter=args.python)
 
     def run(self, ctx: ToolContext, args) -> "RestoreBackup.Result":
         record = ctx.known_backup(args.backup_id)

@@ -21,7 +21,7 @@ from typing import Callable
 
 from pydantic import BaseModel, Field, field_validator
 
-from tools.base import Action, StrictArgs, Tool, ToolContext, ToolError, run_live
+from tools.base import Action, StrictArgs, Tool, ToolContext, ToolError, Workload, run_live
 from tools.hosts import CommandResult, CommandText, EnvVars, HostError, command_subject
 
 STORE_KEY = "run_bench"  # ctx.store[STORE_KEY][label] -> the Result of that label, as a dict
@@ -416,12 +416,13 @@ class RunBench(Tool):
     Result = RunBenchResult
 
     def action(self, args: RunBenchArgs) -> Action:
-        # risk None and facts["workload"]: the gate classifies the subject as a benchmark
-        # workload, where the entry points of sglang and vllm are read-only.
+        # risk None and a workload: the gate classifies the command as a benchmark workload,
+        # where the entry points of sglang and vllm are read-only.
         # Alone on its host: two benchmarks sharing the GPUs would both measure the wrong thing.
         return Action(host=args.host, subject=bench_subject(args), risk=None, exclusive=True,
-                      facts={"workload": True, "command": args.command, "parser": args.parser,
-                             "label": args.label, "env": dict(args.env or {}), "cwd": args.cwd})
+                      workload=Workload(command=args.command, env=dict(args.env or {}), cwd=args.cwd),
+                      args={"command": args.command, "parser": args.parser, "label": args.label,
+                            "env": dict(args.env or {}), "cwd": args.cwd})
 
     def run(self, ctx: ToolContext, args: RunBenchArgs) -> RunBenchResult:
         metric = args.metric or default_metric(args.parser)

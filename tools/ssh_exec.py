@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from tools.base import (MODEL_OUTPUT_LIMIT, Action, StrictArgs, Tool, ToolContext, ToolError, run_live,
-                        truncate_for_model)
+from tools.base import (
+    MODEL_OUTPUT_LIMIT,
+    Action,
+    StrictArgs,
+    Tool,
+    ToolContext,
+    ToolError,
+    run_live,
+    truncate_for_model,
+)
 from tools.hosts import CommandText, EnvVars, HostError, command_subject
 
 

@@ -19,9 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(Path(__file__).resolve().parent)]
 
-from gpu_support import TORCH_PROBE, gpu_python, local_spec  # noqa: E402
 from tools.hosts import HostSpec, LocalHost  # noqa: E402
 from tools.inspect_host import _script  # noqa: E402
+
+from gpu_support import TORCH_PROBE, gpu_python, local_spec  # noqa: E402
 
 DISK_PATHS = ["/tmp", "/usr/local", "/var/tmp"]
 

@@ -16,10 +16,19 @@ import shutil
 
 import pytest
 
-import sshd as sshd_module
-from gpu_support import (NO_GPU, Readings, gpu_python, host_path_prefix, local_spec, read_machine, sshd_binary,
-                         ssh_settings)
 from tools.hosts import HostPool, HostSpec
+
+import sshd as sshd_module
+from gpu_support import (
+    NO_GPU,
+    Readings,
+    gpu_python,
+    host_path_prefix,
+    local_spec,
+    read_machine,
+    ssh_settings,
+    sshd_binary,
+)
 
 # --------------------------------------------------------------------------- selection
 

@@ -33,7 +33,7 @@ def clean_env() -> dict[str, str]:
 
 def host_path_prefix() -> list[str]:
     """Directories a host spec puts in front of PATH, as an operator's host entry would: commands run with a
-    clean PATH (tools/hosts.py), so `python3` must be made the torch interpreter, and nvidia-smi and nvcc must
+    clean PATH (tools/hosts/), so `python3` must be made the torch interpreter, and nvidia-smi and nvcc must
     be found where this shell finds them when that is outside the standard directories."""
     dirs = [str(Path(gpu_python()).parent)]
     standard = DEFAULT_PATH.split(":")

@@ -25,10 +25,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(Path(__file__).resolve().parent)]
 
-import sshd as sshd_module  # noqa: E402
 from agent.goal import Goal  # noqa: E402
 from agent.model import turn  # noqa: E402
-from agent.session_builder import build_session, execute_goal, goal_budget  # noqa: E402
+from agent.session_builder import build_session, goal_budget  # noqa: E402
+from app.run import execute_goal  # noqa: E402
+
+import sshd as sshd_module  # noqa: E402
 from gpu_support import gpu_python, host_path_prefix, read_machine, ssh_settings, sshd_binary  # noqa: E402
 from recording import GeneratorModel, last_tool_outputs  # noqa: E402
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.classifier import classify_workload
+from agent.safety.classifier import classify_workload
 from tools.base import ArtifactStore, RiskClass, ToolContext
 from tools.inspect_host import InspectHost
 from tools.pip_freeze_backup import PipFreezeBackup

@@ -21,7 +21,9 @@ from pathlib import Path
 
 from . import venv as sim_venv
 from . import wheels
-from .files.simhost import machine, runfile as sim_runfile, state as host_state, toolkit
+from .files.simhost import machine, toolkit
+from .files.simhost import runfile as sim_runfile
+from .files.simhost import state as host_state
 
 HERE = Path(__file__).parent
 SIMHOST = HERE / "files" / "simhost"

@@ -1,0 +1,29 @@
+"""What one session may spend: the goal file's `budget:` and the loop's limits are this one model."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Budget(BaseModel):
+    """Turns count per request (each chat message gets them anew); tokens and minutes per session."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turns: int = Field(default=40, ge=1)
+    tokens: int | None = Field(default=None, ge=1)
+    minutes: float | None = Field(default=None, gt=0)
+
+    @property
+    def max_wall_s(self) -> float | None:
+        return self.minutes * 60 if self.minutes else None
+
+    def as_record(self) -> dict:
+        """The form a transcript's session_start keeps (the loop's limits, in seconds)."""
+        return {"max_turns": self.turns, "max_tokens": self.tokens, "max_wall_s": self.max_wall_s}
+
+    @classmethod
+    def from_record(cls, record: dict) -> "Budget":
+        wall = record.get("max_wall_s")
+        return cls(turns=record.get("max_turns") or 40, tokens=record.get("max_tokens"),
+                   minutes=wall / 60 if wall else None)

@@ -1,0 +1,287 @@
+"""The safety gate: hosts in scope, risk classes, backup before change, explicit approval.
+
+Every tool call passes `Gate.decide` before it runs. The order of the rules is the policy:
+
+1. a call naming a host outside the session's scope is refused before any connection;
+2. forbidden steps are refused in every mode;
+3. read-only steps run;
+4. in a dry run (`--plan`) every other step is skipped and reported as "would run";
+5. a mutating or destructive step needs a verified backup of that host from this session;
+6. ... and an explicit approval: the operator's terminal (chat) or the goal file's
+   authorizations (scripted runs). Nothing the model or a tool's output says counts.
+
+Approvals bind to the host and the exact subject (the shell command, or a typed tool's
+canonical description). Every decision names the rule that made it.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agent.safety.classifier import classify, classify_workload, plain_words
+from agent.safety.ledger import BackupLedger
+from tools.base import Action, BackupRecord, Risk, RiskClass
+from tools.hosts import command_subject
+
+
+class Verdict(str, enum.Enum):
+    ALLOW = "allow"
+    DENY = "deny"
+    SKIP = "skip"  # dry run: recorded as "would run", not executed
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    risk: Risk
+    rule: str  # the policy rule that decided: "read-only", "out-of-scope", "no-backup", "approved", ...
+    reason: str
+    host: str | None = None
+    subject: str = ""
+    backup_id: str | None = None
+    approved_by: str | None = None  # "operator", "operator (session)", "goal:authorizations[2]"
+
+    @property
+    def allowed(self) -> bool:
+        return self.verdict is Verdict.ALLOW
+
+    def message_for_model(self) -> str:
+        """What the model reads when its call did not run."""
+        if self.verdict is Verdict.SKIP:
+            return (f"skipped (dry run): would run on {self.host or '-'} as {self.risk.cls.value} "
+                    f"({self.risk.reason}); {self.reason}")
+        return f"refused by the safety layer [{self.rule}]: {self.reason}"
+
+    def as_event(self) -> dict:
+        return {
+            "verdict": self.verdict.value, "rule": self.rule, "reason": self.reason, "host": self.host,
+            "subject": self.subject, "risk": self.risk.cls.value, "risk_rule": self.risk.rule,
+            "risk_reason": self.risk.reason, "decoded": self.risk.decoded, "backup_id": self.backup_id,
+            "approved_by": self.approved_by,
+        }
+
+
+# --------------------------------------------------------------------------- approvals
+
+
+class ApprovalAnswer(str, enum.Enum):
+    YES_ONCE = "yes"
+    NO = "no"
+    YES_SESSION = "session"  # this exact command on this host for the rest of the session (mutating only)
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    host: str | None
+    tool: str
+    subject: str
+    risk: Risk
+    backup: BackupRecord | None
+
+
+class Approver(Protocol):
+    """Who can say yes in an interactive session: the operator at the terminal."""
+
+    def ask(self, request: ApprovalRequest) -> ApprovalAnswer: ...
+
+
+class Authorization(BaseModel):
+    """One entry of a goal file's `authorizations:` list.
+
+    Exactly one of `command` (the exact command), `command_prefix` (whole words at the
+    start of a single simple command; mutating steps only) or `tool` (a typed tool,
+    with `args` its arguments must match; a string value ending in `*` matches by prefix)
+    says what is allowed, on `host` ("*" = every host in scope).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "*"
+    command: str | None = None
+    command_prefix: str | None = None
+    tool: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    destructive: bool = False  # a tool entry must say so to cover a destructive step
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "Authorization":
+        kinds = [k for k in ("command", "command_prefix", "tool") if getattr(self, k)]
+        if len(kinds) != 1:
+            raise ValueError("an authorization needs exactly one of: command, command_prefix, tool")
+        if self.args and not self.tool:
+            raise ValueError("args only go with tool")
+        return self
+
+    def matches(self, tool: str, action: Action, risk: Risk) -> bool:
+        if self.host != "*" and self.host != action.host:
+            return False
+        if self.command is not None:
+            return tool == "ssh_exec" and action.subject.strip() == self.command.strip()
+        if self.command_prefix is not None:
+            if tool != "ssh_exec" or risk.cls is not RiskClass.MUTATING:
+                return False
+            words = simple_command_words(action.subject)
+            prefix = simple_command_words(self.command_prefix)
+            return words is not None and prefix is not None and words[: len(prefix)] == prefix
+        if self.tool != tool:
+            return False
+        if risk.cls is RiskClass.DESTRUCTIVE and not self.destructive:
+            return False
+        return all(_fact_matches(action.args.get(k), v) for k, v in self.args.items())
+
+
+def _fact_matches(fact: Any, wanted: Any) -> bool:
+    """Equality; a string ending in `*` matches by prefix (`runfile: "https://developer.download.nvidia.com/*"`)."""
+    if isinstance(wanted, str) and wanted.endswith("*"):
+        return isinstance(fact, str) and fact.startswith(wanted[:-1])
+    return fact == wanted
+
+
+def simple_command_words(command: str) -> list[str] | None:
+    """The words of a single simple command with nothing to expand, or None.
+
+    Prefix authorizations match on these, so `pip install` covers `pip install torch` but
+    never `pip install x && rm -rf /`, `pip installer`, or `pip install $(...)`.
+    """
+    return plain_words(command)
+
+
+# --------------------------------------------------------------------------- the gate
+
+
+# Settings a benchmark workload may be given in its environment without losing its read-only
+# class: they choose devices, threads and the toolkit, and load no code of their own. Anything
+# else (LD_PRELOAD, LD_LIBRARY_PATH, PYTHONPATH, PATH, plugin variables...) is classified as an
+# assignment before the command, which is never read-only.
+WORKLOAD_ENV = re.compile(
+    r"CUDA_HOME|CUDA_PATH|CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|CUDA_LAUNCH_BLOCKING|CUDA_MODULE_LOADING"
+    r"|NCCL_(DEBUG|DEBUG_SUBSYS|P2P_DISABLE|P2P_LEVEL|IB_DISABLE|SHM_DISABLE|ALGO|PROTO|NVLS_ENABLE"
+    r"|SOCKET_IFNAME|MIN_NCHANNELS|MAX_NCHANNELS|CUMEM_ENABLE)"
+    r"|OMP_NUM_THREADS|MKL_NUM_THREADS|TOKENIZERS_PARALLELISM|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE"
+    r"|PYTORCH_CUDA_ALLOC_CONF")
+# A toolkit setting must name a toolkit directory: JIT compilers run $CUDA_HOME/bin/nvcc.
+TOOLKIT_DIR = re.compile(r"(/[^/\0]+)*/usr/local/cuda(-\d+(\.\d+)*)?/?")
+
+
+def _unsafe_workload_env(env: dict[str, str]) -> list[str]:
+    unsafe = []
+    for name, value in env.items():
+        if not WORKLOAD_ENV.fullmatch(name):
+            unsafe.append(name)
+        elif name in ("CUDA_HOME", "CUDA_PATH") and (not TOOLKIT_DIR.fullmatch(value) or "/../" in value + "/"):
+            unsafe.append(f"{name}={value}")
+    return sorted(unsafe)
+
+
+def _with_interpreter(risk: Risk, interpreter: str | None) -> Risk:
+    """A tool that runs an interpreter the model named is no safer than running that program."""
+    if not interpreter:
+        return risk
+    probe = classify(f"{shlex.quote(interpreter)} -VV")
+    if probe.cls is RiskClass.READ_ONLY:
+        return risk
+    return Risk(cls=risk.cls.at_least(probe.cls).at_least(RiskClass.MUTATING), rule="interpreter",
+                reason=f"runs {interpreter!r}, which is not a Python interpreter the classifier accepts "
+                       f"({probe.reason}); leave `python` out to use the host's configured one")
+
+
+def classify_action(action: Action) -> Risk:
+    """An action's risk: declared by the tool, or (for shell commands) from the classifier.
+
+    A tool marks a command as a benchmark workload (`action.workload`) so the known entry
+    points of sglang, vllm and the project's bench scripts count as read-only; anything
+    else in that command is still classified as usual, and its environment may only hold
+    the settings in WORKLOAD_ENV.
+    """
+
+    if action.risk is not None:
+        return _with_interpreter(action.risk, action.interpreter)
+    if action.workload is None:
+        return classify(action.subject)
+    env = action.workload.env
+    risk = classify_workload(command_subject(action.workload.command, cwd=action.workload.cwd))
+    unsafe = _unsafe_workload_env(env)
+    if unsafe:
+        return Risk(cls=risk.cls.at_least(RiskClass.MUTATING), rule="workload:env",
+                    reason=f"the benchmark's environment sets {', '.join(unsafe)}, which can change what code runs")
+    if env and risk.cls is RiskClass.READ_ONLY:
+        risk = risk.model_copy(update={"reason": f"{risk.reason}; environment: {', '.join(sorted(env))}"})
+    return risk
+
+
+@dataclass
+class SafetyPolicy:
+    """The gate of a session. Scope, ledger and approvals live here; the loop only asks."""
+
+    scope: set[str]
+    ledger: BackupLedger = field(default_factory=BackupLedger)
+    mode: Literal["interactive", "scripted"] = "scripted"
+    approver: Approver | None = None  # interactive: the operator's terminal
+    authorizations: list[Authorization] = field(default_factory=list)  # scripted: the goal file
+    plan: bool = False  # dry run
+    _session_approvals: set[tuple[str, str | None, str]] = field(default_factory=set)  # (tool, host, subject)
+
+    def decide(self, tool: str, action: Action) -> Decision:
+        def verdict(v: Verdict, risk: Risk, rule: str, reason: str, **kw: Any) -> Decision:
+            return Decision(v, risk, rule, reason, host=action.host, subject=action.subject, **kw)
+
+        if action.host is not None and action.host not in self.scope:
+            risk = Risk(cls=RiskClass.FORBIDDEN, rule="scope", reason="host outside the session")
+            return verdict(Verdict.DENY, risk, "out-of-scope",
+                           f"host {action.host!r} is not one of this session's hosts "
+                           f"({', '.join(sorted(self.scope)) or 'none'}); only the operator can add a host")
+        risk = classify_action(action)
+        if risk.cls is RiskClass.FORBIDDEN:
+            return verdict(Verdict.DENY, risk, "forbidden", f"{risk.reason}; this is refused in every mode")
+        if risk.cls is RiskClass.READ_ONLY:
+            return verdict(Verdict.ALLOW, risk, "read-only", risk.reason)
+        needs = "approval" if risk.cls is RiskClass.MUTATING else "approval, asked one by one"
+        if self.plan:
+            return verdict(Verdict.SKIP, risk, "plan", f"needs a backup of {action.host} and {needs}")
+        if risk.rule == "backup" and risk.cls is RiskClass.MUTATING:
+            # A tool's own declaration (never the classifier's or the model's): a backup step writes only
+            # a new directory. Anything riskier, or a backup of an interpreter the model named that the
+            # classifier does not accept (rule "interpreter"), goes through backup and approval as usual.
+            return verdict(Verdict.ALLOW, risk, "backup", "a backup writes only its own timestamped directory")
+        backup = self.ledger.latest_verified(action.host) if action.host else None
+        if action.host is not None and backup is None:
+            return verdict(Verdict.DENY, risk, "no-backup",
+                           f"this is a {risk.cls.value} step ({risk.reason}) and there is no verified backup of "
+                           f"{action.host} from this session: take one first with pip_freeze_backup, then retry")
+        backup_id = backup.backup_id if backup else None
+        if self.mode == "interactive":
+            return self._ask_operator(tool, action, risk, backup, verdict)
+        for i, auth in enumerate(self.authorizations):
+            if auth.matches(tool, action, risk):
+                return verdict(Verdict.ALLOW, risk, "authorized", f"goal file authorizations[{i}] covers it",
+                               backup_id=backup_id, approved_by=f"goal:authorizations[{i}]")
+        return verdict(Verdict.DENY, risk, "not-authorized",
+                       f"this {risk.cls.value} step ({risk.reason}) is not covered by the goal file's "
+                       f"authorizations, and a scripted run never asks; report what you would need instead")
+
+    def _ask_operator(self, tool, action, risk, backup, verdict) -> Decision:
+        backup_id = backup.backup_id if backup else None
+        key = (tool, action.host, action.subject)  # the same words through another tool are another step
+        if risk.cls is RiskClass.MUTATING and key in self._session_approvals:
+            return verdict(Verdict.ALLOW, risk, "approved", "approved earlier for this session",
+                           backup_id=backup_id, approved_by="operator (session)")
+        if self.approver is None:
+            return verdict(Verdict.DENY, risk, "no-approver", "no operator is attached to approve it",
+                           backup_id=backup_id)
+        answer = self.approver.ask(ApprovalRequest(action.host, tool, action.subject, risk, backup))
+        if answer is ApprovalAnswer.YES_SESSION and risk.cls is RiskClass.MUTATING:
+            self._session_approvals.add(key)
+            return verdict(Verdict.ALLOW, risk, "approved", "the operator approved it for this session",
+                           backup_id=backup_id, approved_by="operator (session)")
+        if answer in (ApprovalAnswer.YES_ONCE, ApprovalAnswer.YES_SESSION):
+            # A destructive step is always approved one by one, whatever the answer offered.
+            return verdict(Verdict.ALLOW, risk, "approved", "the operator approved it",
+                           backup_id=backup_id, approved_by="operator")
+        return verdict(Verdict.DENY, risk, "declined", "the operator declined it; ask how they want to proceed",
+                       backup_id=backup_id)

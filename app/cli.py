@@ -1,0 +1,279 @@
+"""The `agent` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from agent.errors import SessionConfigError
+from app.exit_codes import EXIT_CODES_HELP, ExitCode
+
+
+def _fail(msg: str, code: int = ExitCode.USAGE) -> int:
+    print(f"agent: {msg}", file=sys.stderr)
+    return code
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_tools(args) -> int:
+    from tools import default_tools  # lazy: per command
+
+    tools = default_tools()
+    if args.json:
+        print(json.dumps([t.schema() for t in tools], indent=2))
+        return ExitCode.OK
+    for t in tools:
+        print(f"{t.name:18} {t.description().splitlines()[0]}")
+    return ExitCode.OK
+
+
+def cmd_show(args) -> int:
+    from agent.record.timeline import steps  # lazy: per command
+    from agent.record.transcript import TranscriptError, verify  # lazy: per command
+
+    path = Path(args.transcript)
+    if not path.exists():
+        return _fail(f"no transcript at {path}")
+    if args.report or args.html:
+        from agent.report import build_report, render_html, write_report  # lazy: per command
+
+        try:
+            if args.report:
+                print(f"report: {write_report(path)}")
+            if args.html:
+                render_html(build_report(path), Path(args.html))
+                print(f"html: {args.html}")
+        except TranscriptError as e:
+            return _fail(str(e), ExitCode.FAILED)
+        return ExitCode.OK
+    if args.verify:
+        report = verify(path)
+        if args.json:
+            print(json.dumps({"ok": report.ok, "events": report.events, "status": report.status,
+                              "problems": report.problems}))
+        else:
+            print(f"{path}: {report.events} events, status {report.status or '-'}: "
+                  + ("chain intact" if report.ok else "PROBLEMS"))
+            for p in report.problems:
+                print(f"  {p}")
+        return ExitCode.OK if report.ok else ExitCode.FAILED
+    try:
+        if args.json:
+            for s in steps(path):
+                print(json.dumps(s, ensure_ascii=False, default=str))
+            return ExitCode.OK
+        from agent.record.transcript import iter_events  # lazy: per command
+        from app.ui import PlainPrinter  # lazy: per command
+
+        printer = PlainPrinter(live=False)
+        for ev in iter_events(path):
+            printer(ev)
+    except TranscriptError as e:
+        return _fail(str(e), ExitCode.FAILED)
+    return ExitCode.OK
+
+
+def cmd_replay(args) -> int:
+    from agent.record.replay import replay  # lazy: per command
+    from agent.record.transcript import TranscriptError  # lazy: per command
+    from tools import default_tools  # lazy: per command
+    from tools.base import Registry  # lazy: per command
+
+    failed = 0
+    for name in args.transcripts:
+        path = Path(name)
+        if not path.exists():
+            return _fail(f"no transcript at {path}")
+        try:
+            report = replay(path, Registry(default_tools()))
+        except TranscriptError as e:
+            print(f"{path}: {e}")
+            failed += 1
+            continue
+        if args.json:
+            print(json.dumps({"transcript": str(path), "ok": report.ok, "turns": report.turns,
+                              "compared": report.compared, "message": report.message}))
+        else:
+            print(f"{path}: {report.message}")
+        failed += not report.ok
+    return ExitCode.FAILED if failed else ExitCode.OK
+
+
+def cmd_run(args) -> int:
+    from app.run import run_goal  # lazy: each command imports only what it uses (agent --help stays fast)
+
+    return run_goal(args)
+
+
+def cmd_chat(args) -> int:
+    from app.chat import run_chat  # lazy: per command
+
+    return run_chat(args)
+
+
+def cmd_classify(args) -> int:
+    from agent.safety.classifier import classify  # lazy: per command
+
+    def one(command: str) -> dict:
+        r = classify(command)
+        out = {"command": command, "risk": r.cls.value, "reason": r.reason, "rule": r.rule}
+        if r.decoded:
+            out["decoded"] = r.decoded
+        return out
+
+    command = " ".join(args.command).strip()
+    if command:
+        res = one(command)
+        if args.json:
+            print(json.dumps(res))
+        else:
+            print(f"{res['risk']}: {res['reason']} [{res['rule']}]" + (
+                f"\n  decoded: {res['decoded']}" if res.get("decoded") else ""))
+        return ExitCode.OK
+    for line in sys.stdin:
+        line = line.rstrip("\n")
+        if line.strip():
+            print(json.dumps(one(line)), flush=True)
+    return ExitCode.OK
+
+
+def cmd_exec(args) -> int:
+    from app.exec import exec_one  # lazy: see cmd_run
+
+    return exec_one(args)
+
+
+def cmd_demo(args) -> int:
+    from app.demo import demo  # lazy: per command
+
+    return demo(args)
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _add_model_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model endpoint (any OpenAI-compatible server)")
+    g.add_argument("--model", help="model name (default: the goal file's, else $UPGRADE_AGENT_MODEL, else gpt-4.1)")
+    g.add_argument("--base-url", help="server URL, e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL)")
+    g.add_argument("--model-timeout", type=float, default=120.0, help="seconds per model request (default 120)")
+
+
+def _add_host_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", action="append", default=[], metavar="HOST",
+                   help="a host in scope: user@host[:port], an ~/.ssh/config alias, 'local', or 'sim' "
+                        "(a fresh simulated GPU host); repeatable")
+    p.add_argument("--trust-host-key", action="append", default=[], metavar="FINGERPRINT",
+                   help="trust this SHA256:... host key fingerprint of an unknown host (written to the transcript)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agent",
+        description="Upgrade the software stack of GPU machines (CUDA toolkit, PyTorch wheels, kernel packages, "
+                    "serving engines) with an LLM that plans, typed tools that act, and a safety layer between "
+                    "them. Every step is written to a replayable transcript.",
+        epilog="Start with `agent demo`. Model endpoint: OPENAI_API_KEY / OPENAI_BASE_URL, or --base-url.\n\n"
+               + EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run a goal file, asking nothing; ends with a report and an exit code",
+                       description="Run GOAL.yaml without questions: what its authorizations allow may run, "
+                                   "every other risky step is refused.",
+                       epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("goal", help="goal file (YAML); see goals/ for examples")
+    p.add_argument("--plan", action="store_true", help="dry run: read-only steps run, the rest is reported as 'would run'")
+    p.add_argument("--json", action="store_true", help="print one JSON event per line instead of progress")
+    p.add_argument("--transcript", help="where to write the transcript (default: a new file in the data dir)")
+    _add_model_flags(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("chat", help="interactive session; you approve risky steps in the terminal",
+                       epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_host_flags(p)
+    p.add_argument("--plan", action="store_true", help="start in dry-run mode (/plan toggles it)")
+    p.add_argument("--plain", action="store_true", help="plain lines instead of the rich terminal view")
+    p.add_argument("--transcript", help="where to write the transcript")
+    _add_model_flags(p)
+    p.set_defaults(func=cmd_chat)
+
+    p = sub.add_parser("replay", help="re-drive recorded sessions; exit 1 with a diff at the first difference")
+    p.add_argument("transcripts", nargs="+", help="transcript files (JSONL)")
+    p.add_argument("--json", action="store_true", help="one JSON object per transcript")
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("show", help="a readable timeline of a transcript; --verify checks its hash chain")
+    p.add_argument("transcript")
+    p.add_argument("--json", action="store_true", help="one normalized JSON object per step")
+    p.add_argument("--verify", action="store_true", help="check every line, the hash chain and the end event")
+    p.add_argument("--report", action="store_true", help="write the Markdown report beside the transcript")
+    p.add_argument("--html", metavar="OUT.html", help="write one self-contained page: timeline, folded outputs, "
+                                                      "the before/after benchmark as a chart")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("tools", help="list the tools the model can call (--json: their schemas)")
+    p.add_argument("--json", action="store_true", help="print the OpenAI tool schemas")
+    p.set_defaults(func=cmd_tools)
+
+    p = sub.add_parser("classify", help="the safety layer's risk class of a shell command",
+                       description="Print the risk class (read-only, mutating, destructive, forbidden) and the rule. "
+                                   "With no command, read commands from stdin, one per line, and print one JSON "
+                                   "object per line.")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("command", nargs="*", help="the command, after -- (agent exec HOST -- ls -la /usr/local)")
+    p.set_defaults(func=cmd_classify)
+
+    p = sub.add_parser("exec", help="run one command on a host through the host layer and the safety gate",
+                       description="Run COMMAND on HOST like the ssh_exec tool does. Read-only commands run; "
+                                   "anything else is refused here (use chat to approve it).")
+    p.add_argument("host")
+    p.add_argument("--timeout", type=float, default=600, help="seconds before the remote process is killed")
+    p.add_argument("--trust-host-key", action="append", default=[], metavar="FINGERPRINT")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("command", nargs="*", help="the command, after -- (agent exec HOST -- ls -la /usr/local)")
+    p.set_defaults(func=cmd_exec)
+
+    p = sub.add_parser("demo", help="the seed's CUDA 12.8 -> 13 upgrade on a fresh simulated GPU host")
+    p.add_argument("--ask", action="store_true", help="ask me to approve steps instead of the demo's goal file")
+    p.add_argument("--dir", help="where to put the simulated host, transcript and report (default: a new temp dir)")
+    p.add_argument("--json", action="store_true")
+    _add_model_flags(p)
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `agent exec HOST [options] -- CMD...`: everything after the first `--` is the command, taken
+    # whole, so its own dashes are never read as our options (argparse alone mixes them up).
+    after: list[str] | None = None
+    if "--" in argv and argv[:1] and argv[0] in ("exec", "classify"):
+        i = argv.index("--")
+        argv, after = argv[:i], argv[i + 1:]
+    args = parser.parse_args(argv)
+    if after is not None:
+        args.command = [*getattr(args, "command", []), *after]
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return ExitCode.USAGE
+    try:
+        return args.func(args)
+    except SessionConfigError as e:  # configuration that cannot work: one line, exit 2
+        return _fail(str(e))
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""What the `agent` command's exit status means: one enum, used by every command."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0  # goal met / replay identical / transcript intact
+    FAILED = 1  # goal not met, a step failed, or replay differs
+    USAGE = 2  # usage or configuration error
+    REFUSED = 3  # a needed step was refused by the safety layer
+    BUDGET = 4  # budget exhausted
+    INTERRUPTED = 130  # Ctrl-C
+
+
+EXIT_CODES_HELP = """exit codes:
+  0    goal met (run), identical (replay), no problems (show --verify)
+  1    goal not met or a step failed; replay differs; transcript damaged
+  2    usage or configuration error (bad goal file, no model endpoint, unknown host)
+  3    a needed step was refused by the safety layer
+  4    budget exhausted (turns, tokens or minutes)
+  130  interrupted (Ctrl-C)
+"""

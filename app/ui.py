@@ -1,0 +1,716 @@
+"""Rendering session events for people: a rich terminal view, plain lines, and JSON lines for programs.
+
+The loop never prints; these are listeners on its events. Listeners are called from the
+loop's thread and from tool threads (live output) at the same time, so every view here is
+thread-safe and does little per event: live output only updates a small buffer, which a
+refresh thread draws a few times a second.
+
+The two chat views (`TerminalView`, `PlainView`) share one small surface that app/chat.py
+uses: the listener itself, `busy()` / `paused()` around work and prompts, `info`, `warn`,
+`card`, `table` and `read_line`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sys
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import IO, Callable, Iterator
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from agent.safety import ApprovalRequest
+
+_ICONS = {"allow": "+", "deny": "x", "skip": "~"}
+
+
+def _short(text: str, width: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+# --------------------------------------------------------------------------- what both views show
+
+
+def approval_rows(request: ApprovalRequest) -> list[tuple[str, str]]:
+    """What the operator needs to judge a step, as (label, value) rows."""
+    r = request
+    rows = [("host", r.host or "-"), ("tool", r.tool),
+            ("command" if r.tool == "ssh_exec" else "step", r.subject)]
+    if r.risk.decoded:
+        rows.append(("decoded", r.risk.decoded))
+    rows.append(("class", f"{r.risk.cls.value}: {r.risk.reason} [{r.risk.rule}]"))
+    if r.backup is not None:
+        b = r.backup
+        taken = time.strftime("%H:%M:%S", time.localtime(b.created_at))
+        count = f", {b.package_count} packages" if b.package_count is not None else ""
+        rows.append(("backup", f"{b.backup_id} ({b.kind}{count}, taken {taken})"))
+    else:
+        rows.append(("backup", "none"))
+    return rows
+
+
+def progress_numbers(data: dict) -> tuple[float, float] | None:
+    """(done, total) of a progress event that counts toward a total (benchmark runs, bytes), else None."""
+    total = data.get("of", data.get("total"))
+    if not isinstance(total, (int, float)) or total <= 0:
+        return None
+    for key in ("run", "warmup", "done", "bytes", "completed"):
+        if isinstance(data.get(key), (int, float)):
+            return float(data[key]), float(total)
+    return None
+
+
+def progress_label(data: dict) -> str:
+    """A progress event in a few words: 'preflight', 'run 2/5 (89.3)', 'warmup 1/2'."""
+    parts = []
+    if data.get("step") is not None:
+        parts.append(str(data["step"]))
+    for key in ("warmup", "run"):
+        if data.get(key) is not None:
+            parts.append(f"{key} {data[key]}/{data.get('of', '?')}")
+    if data.get("value") is not None:
+        parts.append(f"({data['value']})")
+    if not parts and progress_numbers(data):
+        done, total = progress_numbers(data)
+        parts.append(f"{done / total:.0%}")
+    return " ".join(parts)
+
+
+class OutputTail:
+    """The last lines of one call's live output; the whole output is in the transcript's artifacts.
+
+    Chunks arrive split anywhere; a carriage return (progress bars of pip, curl, wget) starts
+    the line over, as a terminal would show it.
+    """
+
+    MAX_PARTIAL = 4096  # a line without a newline (a spinner) cannot grow without bound
+
+    def __init__(self, keep: int):
+        self.lines: deque[str] = deque(maxlen=keep)
+        self.partial = ""
+        self.total = 0  # complete lines seen
+
+    def add(self, text: str) -> None:
+        pieces = (self.partial + text).split("\n")
+        for line in pieces[:-1]:
+            self.lines.append(line.rsplit("\r", 1)[-1])
+            self.total += 1
+        self.partial = pieces[-1].rsplit("\r", 1)[-1][-self.MAX_PARTIAL:]
+
+    def tail(self, n: int) -> list[str]:
+        lines = list(self.lines)
+        if self.partial:
+            lines.append(self.partial)
+        return lines[-n:] if n > 0 else []
+
+    @property
+    def count(self) -> int:
+        return self.total + (1 if self.partial else 0)
+
+
+# --------------------------------------------------------------------------- plain lines
+
+
+class PlainPrinter:
+    """One readable line per step; live output (and progress) only when `live` is on.
+
+    `full_text` prints the model's text whole instead of a one-line excerpt (chat answers).
+    No colours and no cursor movement: fit for pipes, logs and dumb terminals.
+    """
+
+    def __init__(self, out: IO[str] | None = None, live: bool = False, full_text: bool = False):
+        self.out = out or sys.stdout
+        self.live = live
+        self.full_text = full_text
+        # Re-entrant: a line printed from a signal handler in the thread that holds it must not hang.
+        self._lock = threading.RLock()
+        self._last_progress: dict[str, str] = {}
+        self._partial: dict[str, str] = {}  # call_id -> the start of a line whose end has not come yet
+
+    def __call__(self, ev: dict) -> None:
+        with self._lock:  # one event at a time: per-call buffers, and lines never interleaved
+            line = self.format(ev)
+            if line is not None:
+                print(line, file=self.out, flush=True)
+
+    def _print(self, line: str) -> None:
+        with self._lock:
+            print(line, file=self.out, flush=True)
+
+    def format(self, ev: dict) -> str | None:
+        t = ev.get("type")
+        if t == "session_start":
+            return f"session: model {ev.get('model')}, hosts {', '.join(ev.get('hosts', [])) or '-'}" + (
+                " (dry run)" if ev.get("plan") else "")
+        if t == "model_response":
+            parts = []
+            if ev.get("text"):
+                text = ev["text"].strip() if self.full_text else _short(ev["text"], 400)
+                parts.append(f"model: {text}")
+            n = len(ev.get("tool_calls") or [])
+            if n:
+                parts.append(f"turn {ev['turn']}: {n} tool call{'s' if n != 1 else ''}")
+            return "\n".join(parts) or None
+        if t == "model_error":
+            return f"model error: {ev.get('error')}"
+        if t == "tool_call" and ev.get("error"):
+            return f"  ! {ev['tool']}: malformed call: {_short(ev['error'])}"
+        if t == "decision":
+            mark = _ICONS.get(ev["verdict"], "?")
+            who = f", by {ev['approved_by']}" if ev.get("approved_by") else ""
+            return (f"  {mark} {ev['tool']} on {ev.get('host') or '-'}: {_short(ev.get('subject', ''), 100)} "
+                    f"[{ev['risk']}; {ev['verdict']}: {ev['rule']}{who}]")
+        if t == "tool_result":
+            self._last_progress.pop(ev.get("call_id", ""), None)
+            rest = self._partial.pop(ev.get("call_id", ""), "")
+            status = ev.get("status")
+            extra = f": {_short(ev.get('error') or ev.get('content', ''), 120)}" if status not in ("ok",) else ""
+            line = f"  = {ev['tool']} {status} in {ev.get('duration_s', 0):.2f}s{extra}"
+            return f"    | {rest}\n{line}" if rest and self.live else line
+        if t == "backup":
+            return f"  backup {ev['backup_id']} of {ev['host']} verified ({ev.get('package_count')} packages)"
+        if t == "host_key_trusted":
+            return f"  host key of {ev.get('host')} trusted: {ev.get('key_type')} {ev.get('fingerprint')}"
+        if t == "output" and self.live:
+            # Whole lines only, each marked: chunks end anywhere, and several calls print at once.
+            call_id = ev.get("call_id", "")
+            pieces = (self._partial.get(call_id, "") + str(ev.get("text", ""))).split("\n")
+            self._partial[call_id] = pieces.pop()
+            return "\n".join(f"    | {line.rsplit(chr(13), 1)[-1]}" for line in pieces) or None
+        if t == "progress" and self.live:
+            label = progress_label(ev)
+            # Only a change is worth a line: a download reporting every chunk would flood a log.
+            if not label or self._last_progress.get(ev.get("call_id", "")) == label:
+                return None
+            self._last_progress[ev.get("call_id", "")] = label
+            return f"    ~ {ev.get('tool')}: {label}"
+        if t == "session_end":
+            return (f"session {ev['status']}: {ev.get('turns')} turns, {ev.get('tool_calls')} tool calls, "
+                    f"{ev.get('refused')} refused, {ev.get('duration_s')}s" + (
+                        f" ({ev['reason']})" if ev.get("reason") else ""))
+        return None
+
+
+class JsonLines:
+    """`--json`: every recorded event as one JSON line, for other programs."""
+
+    def __init__(self, out: IO[str] | None = None):
+        self.out = out or sys.stdout
+        self._lock = threading.Lock()
+
+    def __call__(self, ev: dict) -> None:
+        if "seq" not in ev:  # live-only events (text deltas, output chunks) are not part of the record
+            return
+        line = json.dumps(ev, ensure_ascii=False, default=str)
+        with self._lock:
+            print(line, file=self.out, flush=True)
+
+
+class PlainView(PlainPrinter):
+    """The chat in plain lines: what `agent chat` shows when its output is not a terminal."""
+
+    prompt_mark = ">"
+
+    def __init__(self, out: IO[str] | None = None, inp: IO[str] | None = None):
+        super().__init__(out=out, live=True, full_text=True)
+        self.inp = inp or sys.stdin
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        yield
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        yield
+
+    def info(self, text: str) -> None:
+        self._print(text)
+
+    def warn(self, text: str) -> None:
+        self._print(f"! {text}")
+
+    def card(self, title: str, rows: list[tuple[str, str]], tone: str = "info") -> None:
+        width = max((len(label) for label, _ in rows), default=0)
+        self._print("\n".join([title, *(f"  {label + ':':{width + 1}} {value}" for label, value in rows)]))
+
+    def table(self, title: str, headers: list[str], rows: list[list[str]]) -> None:
+        widths = [max([len(h), *(len(str(r[i])) for r in rows)]) for i, h in enumerate(headers)]
+        lines = [title, "  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+        lines += ["  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        self._print("\n".join(lines))
+
+    def read_line(self, prompt: str) -> str:
+        """One line from the operator; EOFError at the end of input."""
+        with self._lock:
+            self.out.write(prompt)
+            self.out.flush()
+        line = self.inp.readline()
+        if not line:
+            raise EOFError
+        line = line.rstrip("\n")
+        if not _isatty(self.inp):  # nobody typed it, so nothing echoed it: keep the log readable
+            self._print(line)
+        return line
+
+
+# --------------------------------------------------------------------------- the terminal
+
+
+RISK_STYLE = {"read-only": "green", "mutating": "yellow", "destructive": "bold red", "forbidden": "bold red"}
+STATUS_MARK = {"ok": ("✓", "green"), "error": ("✗", "red"), "crashed": ("✗", "bold red"),
+               "cancelled": ("⊘", "yellow"), "refused": ("✗", "red"), "skipped": ("~", "cyan"),
+               "malformed": ("!", "red")}
+TONE_STYLE = {"info": "cyan", "warn": "yellow", "danger": "red"}
+_ANSI = re.compile(r"(\x1b\[[0-9;?]*[A-Za-z])")
+
+
+@dataclass
+class _Running:
+    """A call between its tool_start and its tool_result."""
+
+    tool: str
+    host: str | None
+    subject: str
+    started: float = field(default_factory=time.monotonic)
+    progress: dict | None = None
+    spinner: Spinner = field(default_factory=lambda: Spinner("dots", style="cyan"))
+
+
+@dataclass
+class _Batch:
+    turn: int
+    expected: int
+    started: float = field(default_factory=time.monotonic)
+    statuses: Counter = field(default_factory=Counter)
+
+
+class TerminalView:
+    """The chat on a terminal, drawn with rich.
+
+    Finished things (the model's text, a panel per tool call, results, summaries) are printed
+    once and scroll away; what is in progress (the model thinking, running commands with
+    their last lines of output, elapsed time and progress bars) lives in a small Live region
+    at the bottom, redrawn by rich's refresh thread.
+
+    Locks: `_state` guards the fields the Live region reads and is never held while calling
+    rich (rich's refresh thread holds its own lock while it asks us for the region);
+    `_printing` keeps one event's lines together and orders prints with the Live start/stop.
+    """
+
+    prompt_mark = "❯"
+    LIVE_LINES = 6  # lines of each running call's output in the live region
+    TAIL_LINES = 12  # lines of a finished call's output left on screen
+    HEAD_LINES = 4  # lines of a finished call's result shown when it had no live output
+    STREAM_LINES = 6  # lines of the model's streaming text in the live region
+    STREAM_KEEP = 8000  # characters of it kept while it streams
+    REFRESH_PER_SECOND = 8
+
+    def __init__(self, console: Console | None = None, use_readline_markers: bool = False):
+        self.console = console or Console()
+        self.use_readline_markers = use_readline_markers  # wrap prompt colours for GNU readline
+        self.cancelling: Callable[[], bool] = lambda: False  # shown as "cancelling" while true
+        self._state = threading.Lock()
+        self._printing = threading.RLock()
+        self._calls: dict[str, dict] = {}  # call_id -> what its decision said (tool, host, subject)
+        self._running: dict[str, _Running] = {}
+        self._outputs: dict[str, OutputTail] = {}
+        self._streamed = ""
+        self._thinking_since: float | None = None
+        self._thinking = Spinner("dots", style="cyan")  # one object, so its animation runs on
+        self._batch: _Batch | None = None
+        self._live: Live | None = None
+
+    # ------------------------------------------------------------------ the listener
+
+    def __call__(self, ev: dict) -> None:
+        t = ev.get("type")
+        if t in ("output", "progress", "text", "model_request", "tool_start"):
+            self._track(ev)  # the hot path (output from many threads): state only, no drawing
+            return
+        with self._printing:
+            for item in self._renderables(ev):
+                self.console.print(item)
+
+    def _track(self, ev: dict) -> None:
+        t = ev["type"]
+        with self._state:
+            if t == "output":
+                self._tail(ev.get("call_id", "")).add(str(ev.get("text", "")))
+            elif t == "progress":
+                running = self._running.get(ev.get("call_id", ""))
+                if running is not None:
+                    running.progress = ev
+            elif t == "text":
+                # Only the tail is ever shown; the whole text arrives again with model_response.
+                self._streamed = (self._streamed + str(ev.get("text", "")))[-self.STREAM_KEEP:]
+            elif t == "model_request":
+                self._thinking_since, self._streamed = time.monotonic(), ""
+            elif t == "tool_start":
+                call = self._calls.get(ev["call_id"], {})
+                self._running[ev["call_id"]] = _Running(ev.get("tool", "?"), ev.get("host"), call.get("subject", ""))
+                self._tail(ev["call_id"])
+
+    def _tail(self, call_id: str) -> OutputTail:
+        tail = self._outputs.get(call_id)
+        if tail is None:
+            tail = self._outputs[call_id] = OutputTail(self.TAIL_LINES)
+        return tail
+
+    def _renderables(self, ev: dict) -> list[RenderableType]:
+        t = ev["type"]
+        if t == "session_start":
+            plan = " · [cyan]dry run[/]" if ev.get("plan") else ""
+            return [Text.from_markup(f"[bold]upgrade-agent[/] · model [bold]{_esc(ev.get('model'))}[/] · hosts "
+                                     f"[bold]{_esc(', '.join(ev.get('hosts', [])) or 'none')}[/]{plan}")]
+        if t == "model_response":
+            return self._model_response(ev)
+        if t == "model_error":
+            with self._state:
+                self._thinking_since = None
+            return [Text(f"model error: {ev.get('error')}", style="red")]
+        if t == "tool_call" and ev.get("error"):
+            return [Panel(Text(str(ev["error"]), overflow="fold"), title=Text(f"{ev['tool']} · malformed call"),
+                          title_align="left", border_style="red")]
+        if t == "tool_call":
+            with self._state:
+                self._calls[ev["call_id"]] = {"tool": ev["tool"], "arguments": ev.get("arguments") or {}}
+            return []
+        if t == "decision":
+            return [self._decision_panel(ev)]
+        if t == "tool_result":
+            return self._result(ev)
+        if t == "backup":
+            return [Text(f"  ✓ backup {ev['backup_id']} of {ev['host']} verified "
+                         f"({ev.get('package_count')} packages)", style="green")]
+        if t == "host_key_trusted":
+            return [Text(f"  host key of {ev.get('host')} trusted: {ev.get('key_type')} {ev.get('fingerprint')}",
+                         style="yellow", overflow="fold")]
+        if t == "session_end":
+            reason = f" ({ev['reason']})" if ev.get("reason") else ""
+            return [Text(f"session {ev['status']}: {ev.get('turns')} turns, {ev.get('tool_calls')} tool calls, "
+                         f"{ev.get('refused')} refused, {ev.get('duration_s')}s{reason}", style="dim")]
+        return []
+
+    def _model_response(self, ev: dict) -> list[RenderableType]:
+        calls = ev.get("tool_calls") or []
+        with self._state:
+            self._thinking_since, self._streamed = None, ""
+            self._batch = _Batch(ev.get("turn", 0), len(calls)) if calls else None
+        text = (ev.get("text") or "").strip()
+        if not text:
+            return []
+        if calls:  # thinking aloud before acting: quieter than the answer
+            return [Text(text, style="italic", overflow="fold")]
+        return [Text(""), Markdown(text), Text("")]
+
+    def _decision_panel(self, ev: dict) -> Panel:
+        with self._state:
+            call = self._calls.setdefault(ev["call_id"], {"tool": ev["tool"], "arguments": {}})
+            call.update(host=ev.get("host"), subject=ev.get("subject", ""))
+            arguments = dict(call.get("arguments") or {})
+        body = Text(overflow="fold")
+        if ev["tool"] == "ssh_exec":
+            body.append("$ ", style="dim")
+            body.append(ev.get("subject", ""), style="bold")
+            if arguments.get("timeout") not in (None, 600, 600.0):
+                body.append(f"\ntimeout {arguments['timeout']}s", style="dim")
+        else:
+            shown = {k: v for k, v in arguments.items() if k != "host" and v is not None}
+            body.append("\n".join(f"{k}: {_value(v)}" for k, v in shown.items()) or ev.get("subject", ""))
+        if ev.get("decoded"):
+            body.append(f"\ndecoded: {ev['decoded']}", style="magenta")
+        risk, verdict = ev.get("risk", "?"), ev.get("verdict")
+        if verdict == "allow":
+            outcome = {"read-only": "runs", "backup": "runs (a backup)"}.get(ev.get("rule"), "allowed")
+            if ev.get("approved_by"):
+                outcome = f"approved by {ev['approved_by']}"
+            edge = RISK_STYLE.get(risk, "white")
+        elif verdict == "skip":
+            outcome, edge = "would run (dry run)", "cyan"
+            body.append(f"\n{ev.get('reason', '')}", style="cyan")
+        else:
+            outcome, edge = f"refused: {ev.get('rule')}", "red"
+            body.append(f"\n{ev.get('reason', '')}", style="red")
+        title = Text(ev["tool"], style="bold")
+        if ev.get("host"):
+            title.append(f" · {ev['host']}", style="")
+        subtitle = Text.assemble((risk, RISK_STYLE.get(risk, "")), " · ", outcome)
+        return Panel(body, title=title, title_align="left", subtitle=subtitle, subtitle_align="right",
+                     border_style=edge)
+
+    def _result(self, ev: dict) -> list[RenderableType]:
+        call_id = ev.get("call_id", "")
+        status = ev.get("status", "ok")
+        with self._state:
+            call = self._calls.pop(call_id, {})
+            self._running.pop(call_id, None)
+            tail = self._outputs.pop(call_id, None)
+            summary = self._count_in_batch(ev, status)
+        out: list[RenderableType] = []
+        # Refused, skipped and malformed calls said everything in their panel already.
+        if status not in ("refused", "skipped", "malformed"):
+            data = ev.get("data") or {}
+            failed_command = isinstance(data.get("exit_code"), int) and data["exit_code"] != 0
+            mark, style = ("✗", "red") if failed_command else STATUS_MARK.get(status, ("?", "white"))
+            line = Text(f"  {mark} ", style=style)
+            line.append(ev.get("tool", "?"), style="bold")
+            if call.get("host"):
+                line.append(f" · {call['host']}")
+            detail = _result_detail(status, data, ev)
+            if detail:
+                line.append(f" · {detail}", style=style if status != "ok" or failed_command else "")
+            line.append(f" · {_seconds(ev.get('duration_s', 0))}", style="dim")
+            out.append(line)
+            if status in ("error", "crashed") and ev.get("error"):
+                out.append(Padding(Text(str(ev["error"]), style="red", overflow="fold"), (0, 0, 0, 4)))
+            elif tail is not None and tail.count:
+                out.append(self._output_block(tail))
+            elif status == "ok" and ev.get("content"):
+                # A tool without live output: the start of what the model reads, a line each.
+                lines = str(ev["content"]).splitlines()
+                head = [Text(line, style="dim", no_wrap=True, overflow="ellipsis") for line in lines[:self.HEAD_LINES]]
+                if len(lines) > self.HEAD_LINES:
+                    head.append(Text(f"… {len(lines) - self.HEAD_LINES} more lines", style="dim italic"))
+                out.append(Padding(Group(*head), (0, 0, 0, 4)))
+        if summary is not None:
+            out.append(summary)
+        return out
+
+    def _output_block(self, tail: OutputTail) -> RenderableType:
+        lines = tail.tail(self.TAIL_LINES)
+        text = Text(overflow="fold", style="dim")
+        hidden = tail.count - len(lines)
+        if hidden > 0:
+            text.append(f"… {hidden} earlier lines (whole output in the transcript)\n", style="dim italic")
+        text.append("\n".join(lines))
+        return Padding(text, (0, 0, 0, 4))
+
+    def _count_in_batch(self, ev: dict, status: str) -> RenderableType | None:
+        """The batch's summary line once its last result is in; the caller holds the state lock."""
+        batch = self._batch
+        if batch is None or ev.get("turn") != batch.turn:
+            return None
+        batch.statuses[status] += 1
+        if sum(batch.statuses.values()) < batch.expected:
+            return None
+        self._batch = None
+        n = batch.expected
+        counts = ", ".join(f"{c} {s}" for s, c in batch.statuses.most_common())
+        return Text(f"  turn {batch.turn}: {n} call{'s' if n != 1 else ''}: {counts} · "
+                    f"{_seconds(time.monotonic() - batch.started)}", style="dim")
+
+    # ------------------------------------------------------------------ the live region
+
+    def live_region(self) -> RenderableType:
+        """What is in progress: the model thinking (its text so far), running calls with their last lines."""
+        now = time.monotonic()
+        with self._state:
+            thinking, streamed = self._thinking_since, self._streamed
+            running = [(r, self._outputs[c].tail(self.LIVE_LINES) if c in self._outputs else [])
+                       for c, r in self._running.items()]
+        parts: list[RenderableType] = []
+        if thinking is not None:
+            if streamed.strip():
+                lines = streamed.strip().splitlines()[-self.STREAM_LINES:]
+                parts.append(Text("\n".join(lines), style="italic", overflow="fold"))
+            self._thinking.update(text=Text(f"thinking · {_seconds(now - thinking)}", style="dim"))
+            parts.append(self._thinking)
+        # Keep the region inside the screen when many calls run at once.
+        per_call = max(0, min(self.LIVE_LINES, (self.console.height - 4) // max(1, len(running)) - 2))
+        for r, lines in running:
+            label = Text(r.tool, style="bold")
+            if r.host:
+                label.append(f" · {r.host}")
+            if r.subject and r.tool == "ssh_exec":  # other tools' subjects repeat their name
+                label.append(f" · {r.subject}", style="dim")
+            label.append(f" · {_seconds(now - r.started)}", style="cyan")
+            label.no_wrap, label.overflow = True, "ellipsis"
+            r.spinner.update(text=label)
+            parts.append(r.spinner)
+            if r.progress:
+                parts.append(self._progress_line(r.progress))
+            for line in lines[-per_call:] if per_call else []:
+                parts.append(Text("    " + line, style="dim", no_wrap=True, overflow="ellipsis"))
+        if self.cancelling():
+            parts.append(Text("cancelling: stopping the running commands (Ctrl-C again to stop at once)",
+                              style="yellow", overflow="fold"))
+        return Group(*parts)
+
+    def _progress_line(self, data: dict) -> RenderableType:
+        label = progress_label(data)
+        numbers = progress_numbers(data)
+        if numbers is None:
+            return Text(f"    {label}", style="cyan", no_wrap=True, overflow="ellipsis")
+        done, total = numbers
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(width=2)
+        grid.add_column(ratio=1)
+        grid.add_column(no_wrap=True, overflow="ellipsis", max_width=max(8, self.console.width // 2))
+        grid.add_row("", ProgressBar(total=total, completed=done), Text(label, style="cyan"))
+        return grid
+
+    def _start_live(self) -> None:
+        with self._printing:
+            if self._live is None:
+                # A fresh Live each time: a stopped one would move the cursor over lines printed since.
+                self._live = Live(console=self.console, get_renderable=self.live_region, transient=True,
+                                  refresh_per_second=self.REFRESH_PER_SECOND, redirect_stdout=False,
+                                  redirect_stderr=False)
+                self._live.start()
+
+    def _stop_live(self) -> bool:
+        with self._printing:
+            live, self._live = self._live, None
+            if live is not None:
+                live.stop()
+            return live is not None
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """While the session works: the live region is on."""
+        self._start_live()
+        try:
+            yield
+        finally:
+            self._stop_live()
+            with self._state:
+                self._thinking_since, self._streamed = None, ""
+                self._running.clear()
+                self._outputs.clear()
+                self._batch = None
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """While the operator is asked something: no live region redrawing over the prompt."""
+        was_live = self._stop_live()
+        try:
+            yield
+        finally:
+            if was_live:
+                self._start_live()
+
+    # ------------------------------------------------------------------ chat output
+
+    def info(self, text: str) -> None:
+        with self._printing:
+            self.console.print(Text(text, overflow="fold"))
+
+    def warn(self, text: str) -> None:
+        with self._printing:
+            self.console.print(Text(text, style="yellow", overflow="fold"))
+
+    def card(self, title: str, rows: list[tuple[str, str]], tone: str = "info") -> None:
+        style = TONE_STYLE.get(tone, "white")
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(style="dim", no_wrap=True)
+        grid.add_column(overflow="fold")
+        for label, value in rows:
+            grid.add_row(label, Text(str(value), style="bold" if label in ("command", "step") else ""))
+        # The title inside the box: a narrow terminal folds it instead of cutting it off.
+        body = Group(Text(title, style=f"bold {style}", overflow="fold"), grid)
+        with self._printing:
+            self.console.print(Panel(body, border_style=style))
+
+    NARROW = 72  # below this many columns a table is shown as stacked entries
+
+    def table(self, title: str, headers: list[str], rows: list[list[str]]) -> None:
+        if self.console.width < self.NARROW:
+            # Columns squeezed to a few characters are unreadable: one entry per row, details below it.
+            parts: list[RenderableType] = [Text(title, style="bold")]
+            for row in rows:
+                parts.append(Text(str(row[0]), style="bold", overflow="fold"))
+                details = Text(overflow="fold")
+                for i, (h, c) in enumerate(zip(headers[1:], row[1:])):
+                    if i:
+                        details.append("\n")
+                    if len(headers) > 2:
+                        details.append(f"{h}: ", style="dim")
+                    details.append(str(c))
+                parts.append(Padding(details, (0, 0, 0, 2)))
+            renderable: RenderableType = Group(*parts)
+        else:
+            table = Table(title=title, title_justify="left", title_style="bold", show_edge=False,
+                          header_style="dim")
+            for i, h in enumerate(headers):
+                table.add_column(h, overflow="fold", no_wrap=(i == 0))
+            for row in rows:
+                table.add_row(*(str(c) for c in row))
+            renderable = table
+        with self._printing:
+            self.console.print(renderable)
+
+    def read_line(self, prompt: str) -> str:
+        """One line from the operator, with the prompt in colour; EOFError on Ctrl-D."""
+        with self.console.capture() as captured:
+            self.console.print(Text(prompt, style="bold cyan"), end="")
+        styled = captured.get()
+        if self.use_readline_markers:
+            # GNU readline counts the prompt's width: colour codes must be marked as zero-width.
+            styled = _ANSI.sub(lambda m: f"\001{m.group(1)}\002", styled)
+        return input(styled)
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _esc(value) -> str:
+    from rich.markup import escape
+
+    return escape(str(value))
+
+
+def _value(v) -> str:
+    return json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else str(v)
+
+
+def _seconds(s: float) -> str:
+    s = float(s or 0)
+    if s < 10:
+        return f"{s:.1f}s"
+    if s < 120:
+        return f"{s:.0f}s"
+    return f"{int(s // 60)}m{int(s % 60):02d}s"
+
+
+def _result_detail(status: str, data: dict, ev: dict) -> str:
+    if data.get("timed_out"):
+        return "timed out, process killed"
+    if data.get("cancelled") or status == "cancelled":
+        return "cancelled, process killed" if "exit_code" in data else "cancelled"
+    if data.get("connection_lost"):
+        return "connection lost"
+    if isinstance(data.get("exit_code"), int):
+        return f"exit {data['exit_code']}"
+    if status in ("error", "crashed"):
+        return status
+    return ""
+
+
+# --------------------------------------------------------------------------- choosing a view
+
+
+def make_view(plain: bool = False, out: IO[str] | None = None, inp: IO[str] | None = None,
+              use_readline_markers: bool = False) -> TerminalView | PlainView:
+    """The rich terminal view, or plain lines when output is not a terminal, TERM=dumb, or asked for."""
+    console = Console(file=out) if out is not None else Console()
+    if plain or not console.is_terminal or console.is_dumb_terminal:
+        return PlainView(out=out or sys.stdout, inp=inp)
+    return TerminalView(console, use_readline_markers=use_readline_markers)

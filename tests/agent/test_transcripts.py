@@ -1,0 +1,111 @@
+"""The recorded sessions in transcripts/: each replays, and each shows what it was recorded to show."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.record.replay import replay
+from agent.record.transcript import iter_events, verify
+from tools import default_tools
+from tools.base import Registry
+
+ROOT = Path(__file__).resolve().parents[2]
+TRANSCRIPTS = sorted((ROOT / "transcripts").glob("*.jsonl"))
+
+
+def events(name: str) -> list[dict]:
+    return list(iter_events(ROOT / "transcripts" / f"{name}.jsonl"))
+
+
+def test_the_recorded_sessions_are_all_there():
+    names = {p.stem for p in TRANSCRIPTS}
+    assert {"cuda13-upgrade", "refused-before-backup", "install-no-space", "malformed-calls",
+            "gpu-h200-check"} <= names
+
+
+@pytest.mark.parametrize("path", TRANSCRIPTS, ids=[p.stem for p in TRANSCRIPTS])
+def test_every_recorded_session_verifies_and_replays(path):
+    check = verify(path)
+    assert check.ok, check.problems
+    report = replay(path, Registry(default_tools()))
+    assert report.ok, report.message
+    start = next(iter_events(path))
+    assert "scripted model" in start.get("note", ""), "a recorded session says how its model turns were made"
+
+
+def test_the_happy_path_verifies_in_one_batch_then_backs_up_installs_and_benchmarks():
+    ev = events("cuda13-upgrade")
+    first = [e["tool"] for e in ev if e["type"] == "tool_call" and e["turn"] == 1]
+    assert first == ["inspect_host", "ssh_exec", "web_search"]
+    starts = {e["call_id"]: e["t"] for e in ev if e["type"] == "tool_start" and e["turn"] == 1}
+    ends = [e["ended"] for e in ev if e["type"] == "tool_result" and e["turn"] == 1]
+    assert max(starts.values()) < min(ends), "the first checks ran as one parallel batch"
+    tools_in_order = [e["tool"] for e in ev if e["type"] == "tool_call"]
+    assert tools_in_order.index("pip_freeze_backup") < tools_in_order.index("install_runfile")
+    results = {e["tool"]: e for e in ev if e["type"] == "tool_result"}
+    assert results["install_runfile"]["data"]["nvcc_version"] == "13.0"
+    bench = [e["data"] for e in ev if e["type"] == "tool_result" and e["tool"] == "run_bench"]
+    assert [b["label"] for b in bench] == ["before", "after"]
+    assert 85 < bench[0]["median"] < 94 and 92 < bench[1]["median"] < 100
+    assert bench[1]["comparison"]["significant"] is True
+    assert [e for e in ev if e["type"] == "goal_result"][0]["met"] is True
+
+
+def test_the_refused_session_shows_both_refusals_and_the_recovery():
+    ev = events("refused-before-backup")
+    rules = [(e["rule"], e["verdict"]) for e in ev if e["type"] == "decision"]
+    assert ("no-backup", "deny") in rules and ("not-authorized", "deny") in rules
+    assert rules.index(("no-backup", "deny")) < rules.index(("backup", "allow")) < rules.index(("not-authorized", "deny"))
+    assert rules[-1] == ("authorized", "allow")
+
+
+def test_the_failed_install_is_reported_and_cleaned_up():
+    ev = events("install-no-space")
+    install = [e for e in ev if e["type"] == "tool_result" and e["tool"] == "install_runfile"][0]
+    assert install["status"] == "error" and "Disk space check has failed" in install["content"]
+    cleanup = [e for e in ev if e["type"] == "decision" and e["subject"].startswith("rm -f")][0]
+    assert cleanup["verdict"] == "allow" and cleanup["risk"] == "destructive"
+    assert [e for e in ev if e["type"] == "goal_result"][0]["met"] is False
+
+
+def test_the_malformed_session_recovers():
+    ev = events("malformed-calls")
+    calls = [e for e in ev if e["type"] == "tool_call"]
+    assert sum(bool(c.get("error")) for c in calls) == 3
+    assert not calls[-1].get("error") and ev[-1]["status"] == "done"
+
+
+def test_demo_runs_the_upgrade_on_a_fresh_host_in_one_go(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    r = subprocess.run([sys.executable, "-m", "app.cli", "demo", "--dir", str(tmp_path)], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "recorded in transcripts/cuda13-upgrade.jsonl are played again" in r.stderr
+    assert "ratio after/before: 1.0" in r.stdout
+    transcript = tmp_path / "demo.jsonl"
+    assert verify(transcript).ok
+    assert (tmp_path / "demo.report.md").exists()
+    checks = [e for e in iter_events(transcript) if e["type"] == "check"]
+    assert [c["ok"] for c in checks] == [True, True]
+    # The fresh host really changed: the new toolkit and the cu130 wheel are there.
+    assert (tmp_path / "sim" / "usr" / "local" / "cuda-13.0" / "bin" / "nvcc").exists()
+    freeze = [e for e in iter_events(transcript) if e["type"] == "final_state"][0]["freeze"]
+    assert "torch==2.10.0+cu130" in freeze
+    assert replay(transcript, Registry(default_tools())).ok
+
+
+def test_demo_json_prints_events_only(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    r = subprocess.run([sys.executable, "-m", "app.cli", "demo", "--json", "--dir", str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    assert lines[0]["type"] == "session_start" and lines[-1]["type"] == "session_end"
