@@ -16,12 +16,12 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from pydantic import BaseModel
 
 from agent.model import ToolCall
-from agent.safety import Decision
+from agent.safety.policy import Decision, Verdict
 from tools.base import Action, RiskClass, Tool, ToolContext, ToolError, bound_for_record, has_long_text
 
 Emit = Callable[..., dict]
@@ -106,6 +106,14 @@ class LiveToolRunner:
         return CallResult(content=tool.render(result), ok=True, data=result.model_dump(mode="json"))
 
 
+def _unrun(p: PreparedCall) -> CallResult:
+    """What the model reads for a call that does not run: its error, or the gate's answer."""
+    if p.error is not None:
+        return CallResult(content=f"error: {p.error}", ok=False, error=p.error, status="malformed")
+    status = "skipped" if p.decision.verdict is Verdict.SKIP else "refused"
+    return CallResult(content=p.decision.message_for_model(), ok=False, status=status)
+
+
 class BatchRunner:
     """Runs the allowed calls of each batch of one session.
 
@@ -113,25 +121,60 @@ class BatchRunner:
     later batch starts either.
     """
 
-    def __init__(self, runner: ToolRunner, context_for: Callable[[PreparedCall, CancelFlags], ToolContext],
-                 emit: Emit, time_limit_s: float | None, started: float):
+    def __init__(self, runner: ToolRunner, tool_base: dict[str, Any], emit: Emit, time_limit_s: float | None,
+                 started: float):
         self.runner = runner
-        self.context_for = context_for
+        self.tool_base = tool_base  # what every call's ToolContext shares: hosts, artifacts, store, redact...
         self.emit = emit
         self.time_limit_s = time_limit_s
         self.started = started
+        self.flags = CancelFlags()  # this request's; request_cancel sets them, rearm_cancel replaces them
         self.time_up = False  # the time budget ran out while a batch ran: nothing new starts
         self.changes_running: set[str] = set()  # call ids of running calls that change a host
 
-    def run(self, turn_no: int, runnable: list[PreparedCall], results: list[CallResult | None],
-            flags: CancelFlags, record: Callable[[], None]) -> None:
-        """Fill `results` for the runnable calls. On Ctrl-C, `record` is called with what is known
-        before the interrupt goes on, so the transcript keeps every call of the batch."""
+    @property
+    def cancel(self) -> threading.Event:
+        """Set while the operator's cancel of the current request is on (the UI shows 'cancelling')."""
+        return self.flags.operator
+
+    def request_cancel(self) -> None:
+        """The operator's cancel (Ctrl-C): every running call of this request stops, none starts.
+
+        It takes the flags' locks: a signal handler must not call it (chat relays it to a thread).
+        """
+        self.flags.by_operator()
+
+    def rearm_cancel(self) -> None:
+        """After a request (chat goes back to the prompt): the next one starts with flags of its own."""
+        self.flags = CancelFlags()
+
+    def run(self, turn_no: int, batch: list[PreparedCall],
+            record: Callable[[list[CallResult | None]], None]) -> list[CallResult]:
+        """The result of every call of the batch, in call order: malformed, refused and skipped calls
+        answered at once, the runnable ones run. On Ctrl-C, `record` gets what is known before the
+        interrupt goes on, so the transcript keeps every call of the batch."""
+        flags = self.flags  # this batch's, whatever a later request does
+        results: list[CallResult | None] = [None if p.runnable else _unrun(p) for p in batch]
+        runnable = [p for p in batch if p.runnable]
+        done = lambda: record(results)  # noqa: E731 - the interrupt paths' one-line callback
         if self.time_limit_s is None:
-            self._run_runnable(turn_no, runnable, results, flags, record)
+            self._run_runnable(turn_no, runnable, results, flags, done)
         else:
             with self.time_budget_watch(self.time_limit_s, flags):
-                self._run_runnable(turn_no, runnable, results, flags, record)
+                self._run_runnable(turn_no, runnable, results, flags, done)
+        return results  # type: ignore[return-value]
+
+    def context_for(self, p: PreparedCall, flags: CancelFlags) -> ToolContext:
+        """A call's context: a change watches only the operator's cancel, a read the time budget's too."""
+
+        def emit_live(kind: str, data: dict) -> None:
+            self.emit(kind, record=False, call_id=p.call.id, tool=p.call.name, **data)
+
+        if p.changes_host:
+            cancel, reason = flags.operator, (lambda: "by the operator")
+        else:
+            cancel, reason = flags.reads, (lambda: flags.reads_reason)
+        return ToolContext(**self.tool_base, call_id=p.call.id, cancel=cancel, emit=emit_live, cancel_reason=reason)
 
     def execute(self, turn_no: int, p: PreparedCall, waits: list[cf.Future], flags: CancelFlags) -> CallResult:
         """One call, after the earlier calls it conflicts with; its result timed."""

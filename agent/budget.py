@@ -18,6 +18,16 @@ class Budget(BaseModel):
     def max_wall_s(self) -> float | None:
         return self.minutes * 60 if self.minutes else None
 
+    def spent(self, turns: int, tokens: int, elapsed_s: float) -> str | None:
+        """Why no new turn may start (turns of this request, tokens and seconds of the session), or None."""
+        if turns >= self.turns:
+            return f"turn budget of {self.turns} reached"
+        if self.tokens is not None and tokens >= self.tokens:
+            return f"token budget of {self.tokens} reached ({tokens} used)"
+        if self.max_wall_s is not None and elapsed_s >= self.max_wall_s:
+            return f"time budget of {self.max_wall_s:g} s reached"
+        return None
+
     def as_record(self) -> dict:
         """The form a transcript's session_start keeps (the loop's limits, in seconds)."""
         return {"max_turns": self.turns, "max_tokens": self.tokens, "max_wall_s": self.max_wall_s}

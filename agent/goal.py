@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent.budget import Budget
-from agent.safety import Authorization
+from agent.safety.policy import Authorization
 from tools import TOOLS, default_tools
 
 

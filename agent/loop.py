@@ -14,17 +14,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from agent.batch import BatchRunner, CallResult, CancelFlags, LiveToolRunner, PreparedCall, ToolRunner
+from agent.batch import BatchRunner, CallResult, LiveToolRunner, PreparedCall, ToolRunner
 from agent.budget import Budget
 from agent.model import Model, ModelError, ToolCall
 from agent.record.transcript import TranscriptWriter
-from agent.safety import Decision, SafetyPolicy, Verdict
-from tools.base import ArgumentError, ArtifactStore, BackupRecord, Registry, ToolContext, ToolError
+from agent.safety.policy import Decision, SafetyPolicy, Verdict
+from tools.base import ArgumentError, ArtifactStore, BackupRecord, Registry, ToolError
 
 MAX_MALFORMED_TURNS = 3
 
@@ -72,7 +71,6 @@ class Session:
             self._add_message({"role": "system", "content": system_prompt})
         self.artifacts = ArtifactStore(transcript.artifacts_dir)
         self.store: dict[str, Any] = {}  # tool state shared across calls (run_bench's labels)
-        self.flags = CancelFlags()  # this request's; request_cancel sets them, rearm_cancel replaces them
         self.turns = 0
         self.tokens = 0
         self.tool_calls = 0
@@ -84,13 +82,13 @@ class Session:
         self._schemas = registry.schemas()
         self._ended = False
         self.ending = Outcome("done", "")  # how close() ends the session by default: the last request's outcome
-        self.batches = BatchRunner(self.runner, self._context, self.emit, self.budget.max_wall_s, self.started)
+        tool_base = dict(hosts=hosts, artifacts=self.artifacts, store=self.store, redact=transcript.redactor.text,
+                         known_backup=gate.ledger.find)
+        self.batches = BatchRunner(self.runner, tool_base, self.emit, self.budget.max_wall_s, self.started)
         # Everything replay needs to rebuild this session is in its first event.
         self.emit("session_start", **(start_info or {}), model=getattr(model, "name", "?"),
                   hosts=sorted(gate.scope), system_prompt=system_prompt, budget=self.budget.as_record(),
-                  policy={"scope": sorted(gate.scope), "mode": gate.mode, "plan": gate.plan,
-                          "authorizations": [a.model_dump(exclude_defaults=True) for a in gate.authorizations]},
-                  tools=self._schemas)
+                  policy=gate.as_record(), tools=self._schemas)
 
     # ------------------------------------------------------------------ events
 
@@ -124,21 +122,11 @@ class Session:
         self.emit("note", kind="user", text=text)
         self._turns_at_send = self.turns  # the turn budget is per request; tokens and time are per session
         while True:
-            over = self._over_budget()
+            over = self.budget.spent(self.turns - self._turns_at_send, self.tokens, time.monotonic() - self.started)
             outcome = Outcome("budget", over) if over else self.step()
             if outcome is not None:
                 self.ending = outcome
                 return outcome
-
-    def _over_budget(self) -> str | None:
-        b = self.budget
-        if self.turns - self._turns_at_send >= b.turns:
-            return f"turn budget of {b.turns} reached"
-        if b.tokens is not None and self.tokens >= b.tokens:
-            return f"token budget of {b.tokens} reached ({self.tokens} used)"
-        if b.max_wall_s is not None and time.monotonic() - self.started >= b.max_wall_s:
-            return f"time budget of {b.max_wall_s:g} s reached"
-        return None
 
     def step(self) -> Outcome | None:
         """One model turn and its batch. Returns an Outcome when the conversation stops."""
@@ -199,50 +187,13 @@ class Session:
             self.refused.append(p.decision)
         return p
 
-    def _context(self, p: PreparedCall, flags: CancelFlags) -> ToolContext:
-        def emit_live(kind: str, data: dict) -> None:
-            self.emit(kind, record=False, call_id=p.call.id, tool=p.call.name, **data)
-
-        if p.changes_host:
-            cancel, reason = flags.operator, (lambda: "by the operator")
-        else:
-            cancel, reason = flags.reads, (lambda: flags.reads_reason)
-        return ToolContext(hosts=self.hosts, artifacts=self.artifacts, call_id=p.call.id, cancel=cancel,
-                           emit=emit_live, store=self.store, redact=self.transcript.redactor.text,
-                           known_backup=self.gate.ledger.find, cancel_reason=reason)
-
-    @property
-    def cancel(self) -> threading.Event:
-        """Set while the operator's cancel of the current request is on (the UI shows 'cancelling')."""
-        return self.flags.operator
-
-    def request_cancel(self) -> None:
-        """The operator's cancel (Ctrl-C): every running call of this request stops, none starts.
-
-        It takes the flags' locks: a signal handler must not call it (chat relays it to a thread).
-        """
-        self.flags.by_operator()
-
     # ------------------------------------------------------------------ the batch
 
     def _run_batch(self, turn_no: int, batch: list[PreparedCall]) -> list[CallResult]:
-        results: list[CallResult | None] = [None] * len(batch)
-        for p in batch:
-            if p.error is not None:
-                results[p.index] = CallResult(content=f"error: {p.error}", ok=False, error=p.error, status="malformed")
-            elif not p.runnable:
-                status = "skipped" if p.decision.verdict is Verdict.SKIP else "refused"
-                results[p.index] = CallResult(content=p.decision.message_for_model(), ok=False, status=status)
-        runnable = [p for p in batch if p.runnable]
-        self.tool_calls += len(runnable)
-        self.batches.run(turn_no, runnable, results, self.flags,
-                         record=lambda: self._finish_batch(turn_no, batch, results))
+        self.tool_calls += sum(p.runnable for p in batch)
+        results = self.batches.run(turn_no, batch, record=lambda done: self._finish_batch(turn_no, batch, done))
         self._finish_batch(turn_no, batch, results)
-        return results  # type: ignore[return-value]
-
-    def rearm_cancel(self) -> None:
-        """After a request (chat goes back to the prompt): the next one starts with flags of its own."""
-        self.flags = CancelFlags()
+        return results
 
     def _finish_batch(self, turn_no: int, batch: list[PreparedCall], results: list[CallResult | None]) -> None:
         """Record every result in call order and register any verified backup."""

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import platform
-import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,18 +11,17 @@ from typing import Any
 import agent
 from agent.budget import Budget
 from agent.errors import SessionConfigError
-from agent.goal import Goal, HostEntry, host_entry_for
+from agent.goal import Goal, HostEntry
+from agent.host_specs import describe_host, host_spec
 from agent.loop import Session
 from agent.model import Model, ModelError
 from agent.model.openai_client import OpenAIModel
-from agent.record.transcript import Redactor, TranscriptWriter, new_transcript_path
-from agent.safety import Approver, Authorization, SafetyPolicy
+from agent.record.transcript import Redactor, TranscriptWriter
+from agent.safety.policy import Approver, Authorization, SafetyPolicy
 from prompts import system_prompt
 from tools import default_tools
 from tools.base import Registry
 from tools.hosts import HostPool, HostSpec
-from tools.sim import build_sim
-from tools.sim.venv import SimBuildError
 
 DEFAULT_MODEL = "gpt-4.1"
 
@@ -35,28 +32,6 @@ class Built:
     hosts: HostPool
     transcript: Path | None
     sims: dict[str, Any] = field(default_factory=dict)  # name -> tools.sim.Sim for simulated hosts
-
-
-def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) -> tuple[HostSpec, Any]:
-    """A goal file's host entry as a HostSpec; a `sim` entry builds a fresh simulated GPU host
-    (or uses the one given)."""
-    if entry.transport == "sim":
-        if sim is None:
-            root = (sim_dir or Path(tempfile.mkdtemp(prefix="upgrade-agent-sim-"))) / entry.name
-            try:
-                sim = build_sim(root)
-            except SimBuildError as e:
-                raise SessionConfigError(str(e)) from None
-        return sim.host_spec(name=entry.name), sim
-    spec = HostSpec(name=entry.name, transport=entry.transport, target=entry.target, sysroot=entry.sysroot,
-                    path_prefix=list(entry.path_prefix), env=dict(entry.env), python=entry.python,
-                    max_sessions=entry.max_sessions, trust_host_key=entry.trust_host_key)
-    return spec, None
-
-
-def host_entry_from_flag(value: str, trusted: list[str]) -> HostEntry:
-    """`--host` values: 'local', 'sim', or an ssh target / alias (as in goal files)."""
-    return host_entry_for(value, trusted[0] if trusted else None)
 
 
 def make_model(name: str | None, base_url: str | None, timeout_s: float = 120.0) -> Model:
@@ -113,18 +88,6 @@ def build_session(
     # Host-layer events (a host key trusted by the operator) belong in the record too.
     pool.on_event = lambda kind, data: session.emit(kind, **data)
     return Built(session=session, hosts=pool, transcript=transcript, sims=built_sims)
-
-
-def describe_host(spec: HostSpec, sim: Any = None) -> str:
-    """One line about a host for the system prompt: its name, and where its system paths lie."""
-    if sim is not None:
-        return (f"{spec.name} (a simulated GPU host: its system paths lie under {spec.sysroot}, e.g. "
-                f"{spec.sys_path('/usr/local/cuda-12.8')}; it has no internet access, so NVIDIA's CUDA archive "
-                f"is mirrored at {spec.sys_path('/srv/nvidia/compute/cuda')}/<version>/ (local_installers/ and "
-                f"docs/sidebar/md5sum.txt, as on developer.download.nvidia.com) and PyTorch's wheel indexes at "
-                f"{sim.index_urls['cu128']} and {sim.index_urls['cu130']}; its venv's python is first on PATH)")
-    where = f", system paths under {spec.sysroot}" if spec.sysroot not in ("", "/") else ""
-    return f"{spec.name} ({spec.transport}{', ' + spec.target if spec.target else ''}{where})"
 
 
 def _spec_info(s: HostSpec) -> dict:

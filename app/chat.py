@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from agent.goal import HostEntry
+from agent.host_specs import host_entry_from_flag
 from agent.loop import Outcome, Session
 from agent.record.transcript import new_transcript_path
-from agent.safety import ApprovalAnswer, ApprovalRequest
-from agent.session_builder import build_session, host_entry_from_flag, make_model
+from agent.safety.policy import ApprovalAnswer, ApprovalRequest
+from agent.session_builder import build_session, make_model
 from app.ui import PlainView, TerminalView, approval_rows, make_view
 from tools.base import RiskClass
 from tools.hosts import HostError, HostSpec, UnknownHostKeyError
@@ -59,7 +60,7 @@ class CtrlC:
         again = self.requested
         self.requested = True
         if self.session is not None and self._wake_w is not None:
-            self._presses.append(self.session.flags)  # this request's flags, not the next one's
+            self._presses.append(self.session.batches.flags)  # this request's flags, not the next one's
             os.write(self._wake_w, b"!")
         if again or self.phase in ("model", "asking"):
             raise KeyboardInterrupt
@@ -231,7 +232,7 @@ class Chat:
         except KeyboardInterrupt:
             pass
         finally:
-            self.session.rearm_cancel()
+            self.session.batches.rearm_cancel()
         if outcome is None:
             self.view.warn("cancelled; back at the prompt")
         elif outcome.status not in ("done", "model_error"):  # the view showed a model error already
@@ -386,7 +387,7 @@ def run_chat(args) -> int:
     session = built.session
     ctrl_c.session = session
     if isinstance(view, TerminalView):
-        view.cancelling = lambda: session.cancel.is_set()  # the current request's flag
+        view.cancelling = lambda: session.batches.cancel.is_set()  # the current request's flag
     approver.record_in(session)
     return Chat(session, view, ctrl_c, path).run()
 

@@ -26,8 +26,7 @@ from agent.session_builder import build_session, goal_budget, make_model
 from app.chat import TerminalApprover
 from app.run import busy, execute_goal
 from app.ui import JsonLines, make_view
-from tools.sim import build_sim
-from tools.sim.venv import SimBuildError
+from tools.sim import SimBuildError, build_sim
 
 RECORDING = "cuda13-upgrade.jsonl"
 

@@ -7,9 +7,9 @@ import sys
 
 from agent.batch import CallResult, LiveToolRunner, PreparedCall
 from agent.errors import SessionConfigError
+from agent.host_specs import host_entry_from_flag, host_spec
 from agent.model import ToolCall
-from agent.safety import SafetyPolicy
-from agent.session_builder import host_entry_from_flag, host_spec
+from agent.safety.policy import SafetyPolicy
 from app.exit_codes import ExitCode
 from tools.base import ArgumentError, ArtifactStore, ToolContext
 from tools.hosts import HostPool

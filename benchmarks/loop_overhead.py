@@ -21,12 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pydantic import BaseModel  # noqa: E402
 
-from agent.budget import Budget
+from agent.budget import Budget  # noqa: E402
 from agent.loop import Session, run_session  # noqa: E402
 from agent.model import ScriptedModel, turn  # noqa: E402
 from agent.record.replay import replay  # noqa: E402
 from agent.record.transcript import TranscriptWriter  # noqa: E402
-from agent.safety import SafetyPolicy  # noqa: E402
+from agent.safety.policy import SafetyPolicy  # noqa: E402
 from tools.base import Action, Registry, Risk, RiskClass, StrictArgs, Tool  # noqa: E402
 
 READ_ONLY = Risk(cls=RiskClass.READ_ONLY, rule="bench", reason="no-op")

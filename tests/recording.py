@@ -23,7 +23,7 @@ from typing import Callable, Generator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from agent.goal import Goal, HostEntry  # noqa: E402
+from agent.goal import Goal  # noqa: E402
 from agent.model import AssistantTurn, turn  # noqa: E402
 from agent.session_builder import build_session, goal_budget  # noqa: E402
 from app.run import execute_goal  # noqa: E402

@@ -1,9 +1,14 @@
-"""restore_backup: bring a Python environment back to a pip_freeze_backup, then prove it."""
+"""restore_backup: bring a Python environment back to a pip_freeze_backup, then prove it.
+
+`restore_plan` says which pip commands bring an environment back to a backup; the tool runs
+exactly those, and the session report prints the same plan as its rollback by hand.
+"""
 
 from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
@@ -29,6 +34,71 @@ def freeze_diff(want: dict[str, str], have: dict[str, str]) -> list[str]:
         else:
             out.append(f"~ {w} (now {h})")
     return out
+
+
+@dataclass(frozen=True)
+class PipCommand:
+    """One pip command of a restore: the shell line, the part after `-m pip`, and what it is for."""
+
+    line: str
+    args: str
+    what: str
+
+
+def pip_command(python: str, args: str, what: str) -> PipCommand:
+    return PipCommand(line=f"{shlex.quote(python)} -m pip {args}", args=args, what=what)
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    """The pip commands that bring an environment back to a backup, in the order they run."""
+
+    uninstall: list[str]  # names the backup did not have
+    install: list[str]  # requirement lines reinstalled by name, sorted
+    commands: list[PipCommand]
+
+    @property
+    def lines(self) -> list[str]:
+        return [c.line for c in self.commands]
+
+
+def restore_plan(python: str, want: dict[str, str] | None, indexes: dict[str, str | None], remote_dir: str,
+                 have: dict[str, str] | None = None) -> RestorePlan:
+    """What restores `python` to a backup: its freeze `want`, the index of each local-version pin, its dir.
+
+    With the current freeze `have`: uninstall what the backup did not have (never pip, setuptools
+    or wheel), then reinstall every pin that differs with --no-deps, grouped by the index each
+    one needs, PyPI's group first. Without it (or without the backup's freeze): reinstall the
+    local-version pins from their indexes, then the backup's whole freeze.txt, which pip skips
+    where it is already satisfied, so the local versions are not looked up on PyPI; packages
+    added since the backup stay.
+    """
+    def by_index(pins: list[str]) -> list[tuple[str | None, list[str]]]:
+        groups: dict[str | None, list[str]] = {}
+        for pin in pins:
+            groups.setdefault(indexes.get(pin), []).append(pin)
+        return sorted(((index, sorted(lines)) for index, lines in groups.items()), key=lambda kv: kv[0] or "")
+
+    def install(index: str | None, lines: list[str], what: str) -> PipCommand:
+        return pip_command(python, "install --no-deps " + (f"--index-url {shlex.quote(index)} " if index else "")
+                           + " ".join(shlex.quote(x) for x in lines), what + (f" from {index}" if index else ""))
+
+    if want is None or have is None:
+        groups = [(index, lines) for index, lines in by_index(list(indexes)) if index]
+        commands = [install(index, lines, f"reinstalling {len(lines)} local-version pins") for index, lines in groups]
+        commands.append(pip_command(python, f"install --no-deps -r {shlex.quote(remote_dir + '/freeze.txt')}",
+                                    "reinstalling the backup's whole freeze"))
+        return RestorePlan(uninstall=[], install=sorted(pin for _, lines in groups for pin in lines),
+                           commands=commands)
+    extras = sorted(n for n in have if n not in want and n not in KEEP)
+    changed = [line for name, line in want.items() if have.get(name) != line]
+    commands = []
+    if extras:
+        commands.append(pip_command(python, "uninstall -y " + " ".join(shlex.quote(n) for n in extras),
+                                    "uninstalling what the backup did not have"))
+    commands += [install(index, lines, f"reinstalling {len(lines)} pinned packages")
+                 for index, lines in by_index(changed)]
+    return RestorePlan(uninstall=extras, install=sorted(changed), commands=commands)
 
 
 class RestoreBackup(Tool):
@@ -71,46 +141,33 @@ class RestoreBackup(Tool):
             host = ctx.hosts.get(args.host)
         except HostError as e:
             raise ToolError(str(e)) from None
-        _, want, indexes, manifest = read_backup(host, args.backup_id, record)
+        remote, want, indexes, manifest = read_backup(host, args.backup_id, record)
         checked_against = ("the hashes recorded when this session took it" if record is not None else
                            "the host's own SHA256SUMS only: the backup was not taken in this session")
         py = args.python or manifest["python"]
-        q = shlex.quote(py)
 
         part_way = f"the environment may be part-way restored: run restore_backup {args.backup_id} again to finish it"
 
-        def pip(cmd: str, what: str, cancelled_leaves: str = part_way) -> str:
-            ctx.emit("progress", {"step": what})
-            r = run_live(ctx, host, f"{q} -m pip {cmd}", timeout=1800, env=PIP_ENV, cancel=ctx.cancel)
+        def pip(command: PipCommand, cancelled_leaves: str = part_way) -> str:
+            ctx.emit("progress", {"step": command.what})
+            r = run_live(ctx, host, command.line, timeout=1800, env=PIP_ENV, cancel=ctx.cancel)
             if r.cancelled:
-                raise ToolError(f"cancelled {ctx.cancel_reason()} while {what}; {cancelled_leaves}")
+                raise ToolError(f"cancelled {ctx.cancel_reason()} while {command.what}; {cancelled_leaves}")
             if not r.ok:
-                raise ToolError(f"`pip {cmd}` failed (exit {r.exit_code}) while restoring {args.backup_id}: "
+                raise ToolError(f"`pip {command.args}` failed (exit {r.exit_code}) while restoring {args.backup_id}: "
                                 f"{truncate_for_model((r.stderr or r.stdout).strip(), 2000)}")
             return r.stdout
 
-        have = parse_freeze(pip("freeze --all", "reading the environment", "nothing was changed yet"))
-        commands: list[str] = []
-        extras = sorted(n for n in have if n not in want and n not in KEEP)
-        if extras:
-            cmd = "uninstall -y " + " ".join(shlex.quote(n) for n in extras)
-            pip(cmd, "uninstalling what the backup did not have")
-            commands.append(f"{py} -m pip {cmd}")
-        changed = [line for name, line in want.items() if have.get(name) != line]
-        by_index: dict[str | None, list[str]] = {}
-        for line in changed:
-            by_index.setdefault(indexes.get(line), []).append(line)
-        for index, lines in sorted(by_index.items(), key=lambda kv: kv[0] or ""):
-            cmd = "install --no-deps " + (f"--index-url {shlex.quote(index)} " if index else "") + \
-                  " ".join(shlex.quote(x) for x in sorted(lines))
-            pip(cmd, f"reinstalling {len(lines)} pinned packages" + (f" from {index}" if index else ""))
-            commands.append(f"{py} -m pip {cmd}")
-        after = parse_freeze(pip("freeze --all", "checking the result",
+        have = parse_freeze(pip(pip_command(py, "freeze --all", "reading the environment"), "nothing was changed yet"))
+        plan = restore_plan(py, want, indexes, remote, have)
+        for command in plan.commands:
+            pip(command)
+        after = parse_freeze(pip(pip_command(py, "freeze --all", "checking the result"),
                                  "the packages were reinstalled but not checked: compare `pip freeze --all` "
                                  "with the backup's freeze.txt"))
         remaining = freeze_diff(want, after)
-        return self.Result(backup_id=args.backup_id, python=py, uninstalled=extras, installed=sorted(changed),
-                           commands=commands, remaining_diff=remaining, restored=not remaining,
+        return self.Result(backup_id=args.backup_id, python=py, uninstalled=plan.uninstall, installed=plan.install,
+                           commands=plan.lines, remaining_diff=remaining, restored=not remaining,
                            checked_against=checked_against)
 
     def render(self, result) -> str:

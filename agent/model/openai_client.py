@@ -7,14 +7,13 @@ one retry layer, tenacity, with the SDK's own retries off, so a rate limit is ne
 from __future__ import annotations
 
 import email.utils
-import json
 import os
 import time
-from typing import Any
+from typing import Any, Callable
 
 import tenacity
 
-from agent.model.protocol import AssistantTurn, ModelError, TextListener, ToolCall, Usage
+from agent.model.protocol import AssistantTurn, ModelError, ToolCall, Usage
 
 
 def _retry_after_seconds(exc: BaseException) -> float | None:

@@ -21,7 +21,8 @@ from agent.budget import Budget
 from agent.loop import Outcome, Session
 from agent.model import AssistantTurn, ModelError, ToolCall, Usage
 from agent.record.transcript import TranscriptWriter, iter_events, verify
-from agent.safety import ApprovalAnswer, ApprovalRequest, Authorization, BackupLedger, SafetyPolicy
+from agent.safety.ledger import BackupLedger
+from agent.safety.policy import ApprovalAnswer, ApprovalRequest, Authorization, SafetyPolicy
 from tools.base import Registry, ToolContext
 
 # What must match between the record and the replay, per event type.

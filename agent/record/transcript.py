@@ -20,13 +20,6 @@ from typing import Any, Iterator, NamedTuple
 
 SCHEMA_VERSION = 1
 
-# Events the writer knows; readers must accept unknown ones from newer versions.
-EVENT_TYPES = (
-    "session_start", "model_request", "model_response", "model_error", "tool_call", "decision",
-    "approval", "tool_start", "tool_result", "backup", "host_key_trusted", "note", "session_end",
-)
-
-
 # --------------------------------------------------------------------------- redaction
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)

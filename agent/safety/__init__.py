@@ -1,20 +1,8 @@
 """The safety layer: the gate every tool call passes, the backup ledger, and the command classifier.
 
-The gate (`policy.SafetyPolicy.decide`) is the only place that says yes or no; see policy.py for
-the order of its rules.
+    policy.py      SafetyPolicy.decide: the only place that says yes or no (its docstring lists the rules)
+    ledger.py      the verified backups of this session, per host
+    classifier/    the risk class of a shell command, from a real bash parse
+
+Nothing is imported here, so `agent classify` loads the classifier without the gate.
 """
-
-from agent.safety.ledger import BackupLedger
-from agent.safety.policy import (
-                                 ApprovalAnswer,
-                                 ApprovalRequest,
-                                 Approver,
-                                 Authorization,
-                                 Decision,
-                                 SafetyPolicy,
-                                 Verdict,
-                                 classify_action,
-)
-
-__all__ = ["ApprovalAnswer", "ApprovalRequest", "Approver", "Authorization", "BackupLedger", "Decision",
-           "SafetyPolicy", "Verdict", "classify_action"]

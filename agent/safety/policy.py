@@ -227,6 +227,11 @@ class SafetyPolicy:
     plan: bool = False  # dry run
     _session_approvals: set[tuple[str, str | None, str]] = field(default_factory=set)  # (tool, host, subject)
 
+    def as_record(self) -> dict:
+        """The form a transcript's session_start keeps, from which replay rebuilds the gate."""
+        return {"scope": sorted(self.scope), "mode": self.mode, "plan": self.plan,
+                "authorizations": [a.model_dump(exclude_defaults=True) for a in self.authorizations]}
+
     def decide(self, tool: str, action: Action) -> Decision:
         def verdict(v: Verdict, risk: Risk, rule: str, reason: str, **kw: Any) -> Decision:
             return Decision(v, risk, rule, reason, host=action.host, subject=action.subject, **kw)

@@ -16,7 +16,7 @@ from agent.loop import Session, run_session
 from agent.model import ScriptedModel, turn
 from agent.model.openai_client import OpenAIModel
 from agent.record.transcript import TranscriptWriter, iter_events, verify
-from agent.safety import Authorization, SafetyPolicy
+from agent.safety.policy import Authorization, SafetyPolicy
 from tools.base import Registry
 
 from fake_openai import Drop, FakeOpenAI, Reply, Status
@@ -422,7 +422,7 @@ def test_a_batch_that_ends_within_the_time_budget_leaves_no_trace_of_it(tmp_path
     session = budget_session(path, [turn(calls=[("sleep", {"host": "h1", "seconds": 0.1})]), turn("done")],
                              max_wall_s=30)
     assert run_session(session, "go").status == "done"
-    assert not session.flags.operator.is_set() and not session.flags.reads.is_set() and not session.batches.time_up
+    assert not session.batches.flags.operator.is_set() and not session.batches.flags.reads.is_set() and not session.batches.time_up
     assert not session.batches.changes_running
     assert not [e for e in events(path, "note") if e["kind"] == "budget"]
     assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer)]  # no timer left behind
@@ -560,12 +560,12 @@ def test_a_call_of_a_cancelled_request_still_waiting_does_not_start_in_the_next_
     session = make_session(tmp_path / "t.jsonl", ScriptedModel([]), authorizations=[Authorization(tool="sleep")])
     p = session._prepare(1, 0, ToolCall(id="call_0", name="sleep", arguments={"host": "h1", "seconds": 0}))
     stuck = cf.Future()  # the earlier call on the host it waits for
-    flags = session.flags
+    flags = session.batches.flags
     with cf.ThreadPoolExecutor(1) as pool:
         late = pool.submit(session.batches.execute, 1, p, [stuck], flags)
-        session.request_cancel()
-        session.rearm_cancel()  # chat goes back to the prompt; a new request may start
-        assert not session.cancel.is_set()
+        session.batches.request_cancel()
+        session.batches.rearm_cancel()  # chat goes back to the prompt; a new request may start
+        assert not session.batches.cancel.is_set()
         stuck.set_result(None)
         result = late.result(timeout=10)
     assert result.status == "cancelled" and result.content == "cancelled by the operator before it started"

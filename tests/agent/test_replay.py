@@ -12,7 +12,7 @@ from agent.loop import Session, run_session
 from agent.model import ScriptedModel, turn
 from agent.record.replay import replay
 from agent.record.transcript import TranscriptWriter, iter_events, line_hash
-from agent.safety import ApprovalAnswer, Authorization, SafetyPolicy
+from agent.safety.policy import ApprovalAnswer, Authorization, SafetyPolicy
 from tools.base import Registry
 
 from fake_tools import all_fake_tools

@@ -4,6 +4,7 @@ page is rendered by a real headless Chromium and the screenshot is read back pix
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import statistics
@@ -21,13 +22,13 @@ from agent.loop import Session
 from agent.model import ScriptedModel, turn
 from agent.record.transcript import TranscriptWriter
 from agent.report import CHART_COLOURS, build_report, render_html, render_markdown, report_path, write_report
-from agent.safety import ApprovalAnswer, Authorization, SafetyPolicy
+from agent.safety.policy import ApprovalAnswer, Authorization, SafetyPolicy
 from tools.base import ArtifactStore, Registry, ToolContext
 from tools.hosts import HostPool
 from tools.inspect_host import InspectHost
 from tools.install_runfile import InstallRunfile
-from tools.pip_freeze_backup import PipFreezeBackup
-from tools.restore_backup import RestoreBackup
+from tools.pip_freeze_backup import PipFreezeBackup, parse_freeze
+from tools.restore_backup import RestoreBackup, restore_plan
 from tools.run_bench import RunBench
 from tools.sim import build_sim
 from tools.ssh_exec import SSHExec
@@ -327,6 +328,24 @@ def test_without_a_final_state_the_rollback_reinstalls_the_whole_freeze_and_move
         assert host.run(command).ok, command
     assert host.run(f"{sim.python} -m pip freeze --all").stdout == Path(backup["remote_dir"], "freeze.txt").read_text()
     assert Path(link).resolve() == Path(old) and not Path(new).exists()
+
+
+@pytest.mark.parametrize("session", ["upgrade", "chat"])
+def test_the_printed_package_rollback_is_restore_backups_own_plan(session, request):
+    """The rollback by hand is what restore_backup would run, read from the backup as the tool reads it:
+    against the recorded final freeze (the upgrade) or, with none recorded, for an unknown state (the chat)."""
+    run: Upgrade = request.getfixturevalue(session)
+    backup = events(run.path, "backup")[0]
+    remote = Path(backup["remote_dir"])
+    manifest = json.loads((remote / "manifest.json").read_text())
+    indexes = json.loads((remote / "indexes.json").read_text())
+    want = parse_freeze((remote / "freeze.txt").read_text())
+    finals = events(run.path, "final_state")
+    have = parse_freeze(finals[0]["freeze"]) if finals else None
+    plan = restore_plan(manifest["python"], want, indexes, backup["remote_dir"], have)
+    assert plan.commands, "the session changed the packages: there is something to roll back"
+    printed = section(run.markdown, "Rollback").split("```sh\n", 1)[1].split("\n```", 1)[0].splitlines()
+    assert printed == plan.lines
 
 
 def test_the_backup_copy_is_found_beside_a_moved_transcript_and_missing_is_said(chat, tmp_path):

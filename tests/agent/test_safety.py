@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from agent.budget import Budget
 from agent.loop import Session, run_session
 from agent.model import ScriptedModel, turn
 from agent.record.transcript import TranscriptWriter, iter_events
-from agent.safety import ApprovalAnswer, Authorization, SafetyPolicy
-from tools.base import Registry
+from agent.safety.policy import ApprovalAnswer, Authorization, SafetyPolicy
+from tools import default_tools
+from tools.base import Action, Registry
 
 from fake_tools import all_fake_tools
 
@@ -270,7 +273,7 @@ def test_nothing_changes_a_host_without_a_prior_backup_and_a_matching_approval(t
 
 
 def test_an_interpreter_the_model_names_is_classified_like_running_it():
-    from agent.safety import classify_action
+    from agent.safety.policy import classify_action
     from tools.inspect_host import InspectHost
     from tools.pip_freeze_backup import PipFreezeBackup
 
@@ -313,3 +316,32 @@ def test_tool_authorization_values_ending_in_a_star_match_by_prefix(tmp_path):
     assert decide("https://developer.download.nvidia.com/compute/cuda/13.0.1/local_installers/"
                   "cuda_13.0.1_580.82.07_linux.run") == "allow"
     assert decide("https://evil.example/cuda_13.0.1_580.82.07_linux.run") == "deny"
+
+
+def test_every_tool_tells_the_gate_typed_facts_an_authorization_can_match():
+    """Action fields are typed: a misspelt one is an error where the action is built, and every key of
+    `args` is an argument name of the tool, which is what a goal file's `args:` is checked against."""
+    with pytest.raises(ValidationError, match="facts"):
+        Action(host="h", subject="x", facts={"workload": True})
+    samples = {
+        "ssh_exec": {"host": "h", "command": "nvidia-smi"},
+        "inspect_host": {"host": "h", "python": "/opt/venv/bin/python"},
+        "pip_freeze_backup": {"host": "h", "python": "/opt/venv/bin/python"},
+        "restore_backup": {"host": "h", "backup_id": "backup-h-1"},
+        "install_runfile": {"host": "h", "version": "13.0", "runfile": "file:///srv/cuda_13.0.1_580.82.07_linux.run",
+                            "checksum": "md5:" + "0" * 32},
+        "run_bench": {"host": "h", "command": "python -m sglang.bench_serving", "parser": "sglang_bench_serving",
+                      "label": "before", "env": {"CUDA_VISIBLE_DEVICES": "0"}},
+        "web_search": {"query": "cuda 13 runfile"},
+    }
+    tools = {t.name: t for t in default_tools()}
+    assert set(samples) == set(tools), "a new tool needs a sample here"
+    for name, arguments in samples.items():
+        tool = tools[name]
+        action = tool.action(tool.parse_args(arguments))
+        unknown = set(action.args) - set(tool.Args.model_fields)
+        assert not unknown, f"{name} gives the gate args that are not its arguments: {unknown}"
+    bench = tools["run_bench"].action(tools["run_bench"].parse_args(samples["run_bench"]))
+    assert bench.workload is not None and bench.workload.env == {"CUDA_VISIBLE_DEVICES": "0"}
+    assert tools["inspect_host"].action(tools["inspect_host"].parse_args(samples["inspect_host"])).interpreter \
+        == "/opt/venv/bin/python"

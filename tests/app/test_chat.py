@@ -347,14 +347,14 @@ def test_the_ctrl_c_handler_takes_no_lock_and_cancels_only_its_own_request():
     from agent.loop import Session
     from agent.model import ScriptedModel
     from agent.record.transcript import TranscriptWriter
-    from agent.safety import SafetyPolicy
+    from agent.safety.policy import SafetyPolicy
     from app.chat import CtrlC
     from tools.base import Registry
 
     session = Session(model=ScriptedModel([]), registry=Registry([]), gate=SafetyPolicy(scope=set()),
                       transcript=TranscriptWriter(None), budget=Budget())
     ctrl_c = CtrlC(session)
-    first = session.flags
+    first = session.batches.flags
     with ctrl_c.armed():
         done = threading.Event()
 
@@ -368,6 +368,6 @@ def test_the_ctrl_c_handler_takes_no_lock_and_cancels_only_its_own_request():
         assert done.wait(5), "the handler blocked on a lock"
         assert ctrl_c.requested
         assert first.operator.wait(5) and first.reads.is_set()  # the relay cancelled this request
-        session.rearm_cancel()
-        assert not session.flags.operator.is_set()  # the next request starts clean
+        session.batches.rearm_cancel()
+        assert not session.batches.flags.operator.is_set()  # the next request starts clean
     assert not ctrl_c.requested

@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from fake_openai import FakeOpenAI, Reply
 
 ROOT = Path(__file__).resolve().parents[2]

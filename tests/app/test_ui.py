@@ -17,7 +17,7 @@ from agent.budget import Budget
 from agent.loop import Session
 from agent.model import ScriptedModel, turn
 from agent.record.transcript import TranscriptWriter
-from agent.safety import ApprovalAnswer, ApprovalRequest, SafetyPolicy
+from agent.safety.policy import ApprovalAnswer, ApprovalRequest, SafetyPolicy
 from app.ui import OutputTail, PlainPrinter, PlainView, TerminalView, approval_rows, make_view
 from tools.base import BackupRecord, Registry, Risk, RiskClass
 

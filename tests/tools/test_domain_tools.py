@@ -12,13 +12,14 @@ from agent.budget import Budget
 from agent.loop import Session, run_session
 from agent.model import ScriptedModel, turn
 from agent.record.transcript import TranscriptWriter, iter_events
-from agent.safety import Authorization, BackupLedger, SafetyPolicy
+from agent.safety.ledger import BackupLedger
+from agent.safety.policy import Authorization, SafetyPolicy
 from tools.base import ArtifactStore, Registry, ToolContext, ToolError, sha256_hex
 from tools.hosts import HostPool
 from tools.inspect_host import InspectHost
 from tools.install_runfile import InstallRunfile
 from tools.pip_freeze_backup import PipFreezeBackup
-from tools.restore_backup import RestoreBackup
+from tools.restore_backup import RestoreBackup, restore_plan
 from tools.sim import build_sim
 from tools.ssh_exec import SSHExec
 
@@ -107,6 +108,24 @@ def test_backup_is_verified_registered_and_restore_brings_back_the_exact_set(sim
     assert r.checked_against == "the hashes recorded when this session took it"
     assert "torch==2.10.0+cu128" in r.installed and "vllm==0.16.0" in r.installed
     assert host.run(f"{sim.python} -m pip freeze --all").stdout == before
+
+
+def test_the_restore_plan_uninstalls_extras_then_reinstalls_by_index_pypi_first():
+    """restore_backup runs this plan and the report prints it; without the current freeze, the fallback."""
+    cu = "https://download.pytorch.org/whl/cu128"
+    want = {"torch": "torch==2.10.0+cu128", "numpy": "numpy==2.3.0", "pip": "pip==25.0", "six": "six==1.17.0"}
+    have = {"torch": "torch==2.10.0+cu130", "numpy": "numpy==2.4.0", "pip": "pip==25.0", "six": "six==1.17.0",
+            "wheel": "wheel==0.45.0", "vllm": "vllm==0.16.0", "flash-attn": "flash-attn==2.8.0"}
+    indexes = {"torch==2.10.0+cu128": cu}
+    plan = restore_plan("/opt/my venv/bin/python", want, indexes, "/var/tmp/b", have)
+    assert plan.uninstall == ["flash-attn", "vllm"] and plan.install == ["numpy==2.3.0", "torch==2.10.0+cu128"]
+    assert plan.lines == ["'/opt/my venv/bin/python' -m pip uninstall -y flash-attn vllm",
+                          "'/opt/my venv/bin/python' -m pip install --no-deps numpy==2.3.0",
+                          f"'/opt/my venv/bin/python' -m pip install --no-deps --index-url {cu} torch==2.10.0+cu128"]
+    assert restore_plan("python3", want, indexes, "/var/tmp/b", dict(want)).commands == []
+    assert restore_plan("python3", want, indexes, "/var/tmp/b").lines == [
+        f"python3 -m pip install --no-deps --index-url {cu} torch==2.10.0+cu128",
+        "python3 -m pip install --no-deps -r /var/tmp/b/freeze.txt"]
 
 
 def test_backup_warns_about_what_cannot_be_restored_exactly(tmp_path):
@@ -287,7 +306,7 @@ def test_install_runfile_can_move_the_symlink_when_asked(tmp_path):
 
 
 def test_a_benchmark_may_set_the_toolkit_but_not_load_code_through_its_environment():
-    from agent.safety import classify_action
+    from agent.safety.policy import classify_action
     from tools.run_bench import RunBench
 
     tool = RunBench()

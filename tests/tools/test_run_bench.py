@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shlex
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.safety.policy import classify_action
 from tools.base import ArgumentError, ArtifactStore, RiskClass, ToolContext, ToolError
 from tools.hosts import HostError, HostSpec, LocalHost
 from tools.run_bench import (
@@ -270,8 +270,8 @@ def test_action_is_a_workload_with_env_and_cwd_in_the_subject():
     assert action.subject == ("cd '/opt/my bench' && CUDA_VISIBLE_DEVICES=0,1 "
                               "python -m sglang.bench_serving --backend sglang")
     assert action.risk is None  # the gate classifies it as a workload
-    assert action.facts["workload"] is True
-    assert action.facts["command"] == "python -m sglang.bench_serving --backend sglang"
+    assert action.workload is not None
+    assert action.workload.command == "python -m sglang.bench_serving --backend sglang"
 
 
 # --------------------------------------------------------------------------- end to end on the local host
@@ -534,12 +534,8 @@ def test_timeout_per_run(bench):
 
 
 def test_gate_sees_a_workload_not_a_plain_command():
-    # The gate routes actions with facts["workload"] to the workload classifier.
+    # The gate routes actions with a workload to the workload classifier.
     args = RunBench.parse_args({"host": "h", "command": "python -m sglang.bench_serving", "parser":
                                 "sglang_bench_serving", "label": "before"})
     action = RunBench().action(args)
-    if importlib.util.find_spec("agent.safety.classifier") is None:
-        pytest.skip("the command classifier is not in this checkout")
-    from agent.safety import classify_action
-
     assert classify_action(action).cls is RiskClass.READ_ONLY

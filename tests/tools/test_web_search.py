@@ -13,7 +13,7 @@ import pytest
 from agent.loop import Session, run_session
 from agent.model import ScriptedModel, turn
 from agent.record.transcript import TranscriptWriter, iter_events, verify
-from agent.safety import SafetyPolicy
+from agent.safety.policy import SafetyPolicy
 from tools import default_tools
 from tools.base import ArgumentError, ArtifactStore, Registry, RiskClass, ToolContext, ToolError
 from tools.web_search import CUT_MARK, ENVELOPE_END, ENVELOPE_HEADER, EXCERPT_CHARS, RENDER_CHARS, WebSearch

@@ -5,475 +5,62 @@ aliases and profile scripts cannot change what runs. stdout and stderr are drain
 together while the command runs and streamed to an optional listener. A wall-clock
 timeout kills the whole process group, not just our end of the pipe.
 
-The SSH transport lives in tools/hosts/ssh.py (paramiko is imported only when a session
-has an SSH host); what callers need to name without paramiko (SSHSettings, the host-key
-errors) lives here.
+The modules, each with one job (none of them imports this package, so there is no cycle):
+
+- base.py: what every transport shares: the errors, HostSpec, SSHSettings, CommandResult,
+  the command helpers (wrap_command, command_subject, ...) and the Host interface
+- local.py: LocalHost, commands on this machine through subprocess
+- pool.py: HostPool, the hosts of a session, opened on first use
+- ssh.py: SSHHost, the SSH transport (connections, jump hosts, host keys), with
+  ssh_config.py (where a host is: ~/.ssh/config and targets), ssh_auth.py (key
+  authentication) and ssh_run.py (one command on a channel: output, timeout, kill)
+
+paramiko is imported only when a session has an SSH host: this package re-exports the names
+callers use without it (SSHSettings and the host-key errors among them), not the SSH modules.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import selectors
-import shlex
-import signal
-import subprocess
-import threading
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Annotated, Callable, Literal
-
-from pydantic import AfterValidator
-
-# PATH every command starts from; a host's `path_prefix` goes in front of it.
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-OutputListener = Callable[[str, bytes], None]  # (stream name "stdout"/"stderr", chunk)
-
-
-class HostError(Exception):
-    """A host could not be reached or used; the message says what to do."""
-
-
-class UnknownHostKeyError(HostError):
-    """The host presented a key that no known_hosts file lists; the operator may trust it."""
-
-    def __init__(self, message: str, *, host: str, fingerprint: str, key_type: str):
-        super().__init__(message)
-        self.host = host
-        self.fingerprint = fingerprint
-        self.key_type = key_type
-
-
-class ChangedHostKeyError(HostError):
-    """The host presented a key other than the one known_hosts lists. Always refused."""
-
-    def __init__(self, message: str, *, host: str, fingerprint: str, known_fingerprint: str):
-        super().__init__(message)
-        self.host = host
-        self.fingerprint = fingerprint
-        self.known_fingerprint = known_fingerprint
-
-
-def user_data_dir() -> Path:
-    """Per-user data directory of upgrade-agent ($XDG_DATA_HOME/upgrade-agent)."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "upgrade-agent"
-
-
-def _default_ssh_config() -> Path:
-    return Path(os.path.expanduser("~/.ssh/config"))
-
-
-def _default_known_hosts() -> list[Path]:
-    return [Path(os.path.expanduser("~/.ssh/known_hosts")), Path("/etc/ssh/ssh_known_hosts")]
-
-
-def _default_project_known_hosts() -> Path:
-    return user_data_dir() / "known_hosts"
-
-
-@dataclass
-class SSHSettings:
-    """Where the SSH transport finds its configuration, and its time limits.
-
-    Defaults are the operator's own: ~/.ssh/config, ~/.ssh/known_hosts (and the system
-    one), and a known_hosts file of upgrade-agent's own where keys the operator trusted
-    through upgrade-agent are kept. Tests point all of these at files of their own.
-    """
-
-    config_path: Path | None = field(default_factory=_default_ssh_config)  # None: no ssh config
-    known_hosts_paths: list[Path] = field(default_factory=_default_known_hosts)  # read only
-    project_known_hosts: Path = field(default_factory=_default_project_known_hosts)  # read, and trusted keys appended
-    connect_timeout: float = 10.0  # TCP connect, SSH banner, key exchange, auth, channel open: each
-    keepalive_s: float = 15.0  # SSH keepalive and TCP keepalive probes on an idle connection
-    use_agent: bool = True  # offer the keys of the ssh-agent at $SSH_AUTH_SOCK
-
-
-@dataclass
-class HostSpec:
-    """How to reach one host and what is particular about it."""
-
-    name: str  # how the operator and the model name it ("sim", "gpu1", "root@10.0.0.5")
-    transport: Literal["local", "ssh"] = "ssh"
-    target: str | None = None  # ssh: user@host[:port] or a ~/.ssh/config alias; default: name
-    path_prefix: list[str] = field(default_factory=list)  # directories put in front of PATH
-    env: dict[str, str] = field(default_factory=dict)  # extra environment for every command
-    # Filesystem root for the system paths tools use (/usr/local/cuda-X.Y, /var/log, /tmp):
-    # "/" on a real host; a directory of its own for the simulated GPU host or a mounted image.
-    sysroot: str = "/"
-    python: str | None = None  # the interpreter of interest (a venv's python); default python3 on PATH
-    max_sessions: int = 8  # commands at once; below OpenSSH's MaxSessions of 10
-    trust_host_key: str | None = None  # a fingerprint the operator trusts explicitly (SHA256:...)
-
-    def path(self) -> str:
-        return ":".join([*self.path_prefix, DEFAULT_PATH])
-
-    def sys_path(self, path: str) -> str:
-        """A system path ("/usr/local/cuda") as it lies on this host, under its sysroot."""
-        if self.sysroot in ("", "/") or not path.startswith("/"):
-            return path
-        return self.sysroot.rstrip("/") + path
-
-
-@dataclass
-class CommandResult:
-    command: str
-    exit_code: int | None  # None when the command never finished (timeout, lost connection, cancel)
-    stdout: str
-    stderr: str
-    duration_s: float
-    timed_out: bool = False
-    connection_lost: bool = False
-    cancelled: bool = False
-    hint: str | None = None  # what the operator or the model should know to act on the result
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
-
-
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def check_env_names(env: dict[str, str]) -> None:
-    """Environment names go into a command line unquoted: only plain identifiers are allowed."""
-    for name in env:
-        if not _ENV_NAME.match(name):
-            raise HostError(f"environment variable name {name!r} is not valid: use letters, digits and _")
-
-
-def _command_not_blank(command: str) -> str:
-    if not command.strip():
-        raise ValueError("command is empty")
-    return command
-
-
-def _env_names_valid(env: dict[str, str]) -> dict[str, str]:
-    try:
-        check_env_names(env)
-    except HostError as e:
-        raise ValueError(str(e)) from None
-    return env
-
-
-# Argument types of the tools that run a command on a host (ssh_exec, run_bench): checked once, here.
-CommandText = Annotated[str, AfterValidator(_command_not_blank)]
-EnvVars = Annotated[dict[str, str], AfterValidator(_env_names_valid)]
-
-
-def command_subject(command: str, env: dict[str, str] | None = None, cwd: str | None = None) -> str:
-    """A command with its environment and directory, as the safety gate classifies it and an
-    approval binds to: so an approval of one command never covers it with a different
-    environment or in another directory.
-
-    The short forms `K=V cmd` and `cd DIR && cmd` mean what `wrap_command` runs only for one
-    simple command: for `a; b`, K would reach `a` alone and a failed cd would still run `b`. A
-    command of several parts gets the exact forms: `export K=V; a; b`, and `cd -- DIR || exit`
-    on a line of its own. A model that writes `K=V a; b` itself therefore never shares a subject
-    (nor an approval) with env K and `a; b`.
-    """
-    # Without these characters bash sees one simple command; with them, the exact forms are used.
-    one_command = not any(c in command for c in ";&|()<>`$\n\r")
-    subject = command
-    if env:
-        assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        subject = f"{assigns} {subject}" if one_command else f"export {assigns}; {subject}"
-    if cwd is not None:
-        subject = f"cd {shlex.quote(cwd)} && {subject}" if one_command else f"cd -- {shlex.quote(cwd)} || exit\n{subject}"
-    return subject
-
-
-def wrap_command(command: str, path: str, env: dict[str, str], cwd: str | None) -> str:
-    """The exact remote command line: a clean bash with an explicit PATH and environment.
-
-    `env -i` starts from an empty environment, as the local transport does: whatever the
-    login shell's rc files exported (BASH_ENV, exported functions such as BASH_FUNC_ls%%,
-    SHELLOPTS) would otherwise reach the inner bash and change what runs. Only the user's
-    identity is carried over; the rest is PATH, the host's env and the call's env.
-
-    No locale is set, so commands run in the C locale: it exists on every host (C.UTF-8 is
-    missing on older ones, where perl and friends then warn on every call), messages come
-    in English, and it spares each command the locale loading. A host that needs another
-    locale sets LANG in its HostSpec.env.
-    """
-    check_env_names(env)
-    identity = 'HOME="$HOME" USER="$USER" LOGNAME="$LOGNAME"'
-    assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in {"PATH": path, **env}.items())
-    # `cd DIR || exit` on a line of its own: with `cd DIR && COMMAND`, a COMMAND of several
-    # statements (`a; b`) would run `b` in the wrong directory when the cd fails.
-    script = command if cwd is None else f"cd -- {shlex.quote(cwd)} || exit\n{command}"
-    return f"env -i {identity} {assigns} bash --noprofile --norc -c {shlex.quote(script)}"
-
-
-_SUDO_PASSWORD = re.compile(r"sudo: (a password is required|a terminal is required|no tty present)")
-
-
-def sudo_hint(stderr: str) -> str | None:
-    """A hint when sudo stopped because it wanted a password (we never type one)."""
-    if _SUDO_PASSWORD.search(stderr):
-        return (
-            "sudo asked for a password; upgrade-agent never types or stores passwords and runs "
-            "sudo non-interactively. Ask the operator to allow this command without a password "
-            "(a NOPASSWD rule in sudoers) or to run it themselves."
-        )
-    return None
-
-
-def acquire_slot(slots: threading.Semaphore, cancel: threading.Event | None) -> bool:
-    """Wait for one of a host's command slots; False when cancelled before it got one."""
-    if cancel is not None and cancel.is_set():
-        return False
-    while not slots.acquire(timeout=0.1):
-        if cancel is not None and cancel.is_set():
-            return False
-    return True
-
-
-class Host:
-    """The interface every transport implements."""
-
-    spec: HostSpec
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    def run(
-        self,
-        command: str,
-        *,
-        timeout: float | None = None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        on_output: OutputListener | None = None,
-        cancel: threading.Event | None = None,
-        stdin: bytes | None = None,
-        pty: bool = False,
-    ) -> CommandResult:
-        """Run `command` under a clean bash; never raises for the command's own failure.
-
-        timeout: wall-clock seconds, then the command's whole process group is killed.
-        cancel: set it (from any thread) to kill the command the same way.
-        on_output: called with ("stdout" | "stderr", bytes) as output arrives.
-        pty: allocate a terminal (SSH only); stderr then arrives merged into stdout.
-        Raises HostError only when the host itself cannot be used (unreachable, auth).
-        """
-        result, _ = self._run(command, timeout=timeout, cwd=cwd, env=env, on_output=on_output, cancel=cancel,
-                              stdin=stdin, pty=pty)
-        return result
-
-    def _run(self, command, *, timeout=None, cwd=None, env=None, on_output=None, cancel=None, stdin=None,
-             pty=False) -> tuple[CommandResult, bytes]:
-        """What a transport implements: the result, and stdout's raw bytes."""
-        raise NotImplementedError
-
-    def read_file(self, path: str) -> bytes:
-        # The raw bytes: the decoded text of a CommandResult would mangle a binary file.
-        r, raw = self._run(f"cat -- {shlex.quote(path)}")
-        if not r.ok:
-            raise HostError(f"{self.name}: cannot read {path}: {r.stderr.strip() or 'exit ' + str(r.exit_code)}")
-        return raw
-
-    def write_file(self, path: str, data: bytes) -> None:
-        r = self.run(f"cat > {shlex.quote(path)}", stdin=data)
-        if not r.ok:
-            raise HostError(f"{self.name}: cannot write {path}: {r.stderr.strip() or 'exit ' + str(r.exit_code)}")
-
-    def close(self) -> None:
-        pass
-
-
-class LocalHost(Host):
-    """Commands on this machine through subprocess (the agent running on the GPU box itself, the demo)."""
-
-    def __init__(self, spec: HostSpec):
-        self.spec = spec
-        self._slots = threading.BoundedSemaphore(max(1, spec.max_sessions))
-
-    def _run(self, command, *, timeout=None, cwd=None, env=None, on_output=None, cancel=None, stdin=None,
-             pty=False) -> tuple[CommandResult, bytes]:
-        if pty:
-            raise HostError(f"{self.name}: a terminal (pty) is only available over SSH; run without pty")
-        check_env_names(env or {})
-        full_env = {"PATH": self.spec.path(), "HOME": os.environ.get("HOME", "/"), "LANG": "C.UTF-8",
-                    **self.spec.env, **(env or {})}
-        start = time.monotonic()
-        if not acquire_slot(self._slots, cancel):
-            return CommandResult(command, None, "", "", time.monotonic() - start, cancelled=True), b""
-        try:
-            try:
-                proc = subprocess.Popen(
-                    ["bash", "--noprofile", "--norc", "-c", command],
-                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    cwd=cwd,
-                    env=full_env,
-                    start_new_session=True,  # its own process group, so a timeout kills all of it
-                )
-            except OSError as e:
-                if cwd is None:
-                    raise
-                # The same outcome as over SSH, where `cd DIR || exit` fails in the remote shell.
-                return CommandResult(command, 1, "", f"bash: cd: {cwd}: {e.strerror}\n",
-                                     time.monotonic() - start), b""
-            if stdin is not None:
-                threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()
-            # The timeout counts from the start of the command, not from the wait for a slot.
-            out, err, timed_out, cancelled = _drain(proc, timeout, on_output, cancel, time.monotonic())
-        finally:
-            self._slots.release()
-        stderr = err.decode("utf-8", "replace")
-        return CommandResult(
-            command=command,
-            exit_code=None if (timed_out or cancelled) else proc.returncode,
-            stdout=out.decode("utf-8", "replace"),
-            stderr=stderr,
-            duration_s=time.monotonic() - start,
-            timed_out=timed_out,
-            cancelled=cancelled,
-            hint=sudo_hint(stderr),
-        ), out
-
-
-def _feed(proc: subprocess.Popen, data: bytes) -> None:
-    try:
-        proc.stdin.write(data)
-        proc.stdin.close()
-    except (BrokenPipeError, OSError):
-        pass
-
-
-def _drain(proc, timeout, on_output, cancel, start):
-    """Read stdout and stderr together until EOF; kill the process group on timeout or cancel."""
-    bufs = {"stdout": bytearray(), "stderr": bytearray()}
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
-    sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
-    timed_out = cancelled = False
-    open_streams = 2
-    try:
-        while open_streams:
-            if timeout is not None and time.monotonic() - start > timeout:
-                timed_out = True
-                break
-            if cancel is not None and cancel.is_set():
-                cancelled = True
-                break
-            for key, _ in sel.select(timeout=0.1):
-                chunk = os.read(key.fileobj.fileno(), 65536)
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                    open_streams -= 1
-                    continue
-                bufs[key.data] += chunk
-                if on_output is not None:
-                    on_output(key.data, chunk)
-    except BaseException:
-        # Ctrl-C (or anything else) while waiting: the command must not outlive us.
-        _kill_group(proc)
-        raise
-    finally:
-        sel.close()
-    if timed_out or cancelled:
-        _kill_group(proc)
-    # The command may have closed its output and still run (`exec >/dev/null; sleep 60`): the
-    # timeout and cancel still hold while we wait for it to exit.
-    while proc.poll() is None and not (timed_out or cancelled):
-        try:
-            proc.wait(timeout=0.1)
-        except subprocess.TimeoutExpired:
-            if timeout is not None and time.monotonic() - start > timeout:
-                timed_out = True
-            elif cancel is not None and cancel.is_set():
-                cancelled = True
-            else:
-                continue
-            _kill_group(proc)
-        except BaseException:
-            _kill_group(proc)
-            raise
-    proc.wait()
-    for stream in (proc.stdout, proc.stderr):
-        stream.close()
-    return bytes(bufs["stdout"]), bytes(bufs["stderr"]), timed_out, cancelled
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=2)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-class HostPool:
-    """The hosts of a session: connected lazily, one connection per host, all closed together."""
-
-    def __init__(self, specs: list[HostSpec] | None = None, on_event: Callable[[str, dict], None] | None = None,
-                 settings: SSHSettings | None = None):
-        self._specs = {s.name: s for s in (specs or [])}
-        self._hosts: dict[str, Host] = {}
-        self._lock = threading.Lock()
-        # Events for the transcript, e.g. ("host_key_trusted", {host, fingerprint, key_type}).
-        self.on_event = on_event or (lambda kind, data: None)
-        self.settings = settings or SSHSettings()
-
-    @property
-    def names(self) -> list[str]:
-        return list(self._specs)
-
-    def spec(self, name: str) -> HostSpec | None:
-        return self._specs.get(name)
-
-    def add(self, spec: HostSpec) -> None:
-        with self._lock:
-            self._specs[spec.name] = spec
-
-    def trust_host_key(self, name: str, fingerprint: str) -> None:
-        """Trust `fingerprint` (SHA256:...) for host `name`, as the operator said in chat.
-
-        The next connection accepts an unknown key with exactly this fingerprint, records
-        it (host_key_trusted event) and saves it to the project known_hosts file. It never
-        overrides a key that known_hosts already lists differently.
-        """
-        with self._lock:
-            spec = self._specs.get(name)
-            if spec is None:
-                raise HostError(f"host {name!r} is not in this session's hosts ({', '.join(self._specs) or 'none'})")
-            spec.trust_host_key = fingerprint
-
-    def get(self, name: str) -> Host:
-        """The host named `name`; connections are opened on its first command, not here."""
-        with self._lock:
-            host = self._hosts.get(name)
-            if host is None:
-                spec = self._specs.get(name)
-                if spec is None:
-                    raise HostError(f"host {name!r} is not in this session's hosts ({', '.join(self._specs) or 'none'})")
-                host = self._open(spec)
-                self._hosts[name] = host
-            return host
-
-    def _open(self, spec: HostSpec) -> Host:
-        if spec.transport == "local":
-            return LocalHost(spec)
-        from tools.hosts.ssh import SSHHost  # lazy: paramiko is loaded only when a session uses SSH
-
-        return SSHHost(spec, on_event=self.on_event, settings=self.settings)
-
-    def close(self) -> None:
-        with self._lock:
-            hosts, self._hosts = list(self._hosts.values()), {}
-        for h in hosts:
-            try:
-                h.close()
-            except Exception:  # noqa: BLE001 - closing must never stop the others from closing
-                pass
+from tools.hosts.base import (
+    DEFAULT_PATH,
+    ChangedHostKeyError,
+    CommandResult,
+    CommandText,
+    EnvVars,
+    Host,
+    HostError,
+    HostSpec,
+    OutputListener,
+    SSHSettings,
+    UnknownHostKeyError,
+    acquire_slot,
+    check_env_names,
+    command_subject,
+    sudo_hint,
+    user_data_dir,
+    wrap_command,
+)
+from tools.hosts.local import LocalHost
+from tools.hosts.pool import HostPool
+
+__all__ = [
+    "DEFAULT_PATH",
+    "ChangedHostKeyError",
+    "CommandResult",
+    "CommandText",
+    "EnvVars",
+    "Host",
+    "HostError",
+    "HostPool",
+    "HostSpec",
+    "LocalHost",
+    "OutputListener",
+    "SSHSettings",
+    "UnknownHostKeyError",
+    "acquire_slot",
+    "check_env_names",
+    "command_subject",
+    "sudo_hint",
+    "user_data_dir",
+    "wrap_command",
+]

@@ -5,162 +5,54 @@ every later one; one channel per command; at most `HostSpec.max_sessions` comman
 (the rest wait). A connection that died is noticed before the next command and opened
 again; a command whose connection died while it ran is reported as such and never re-run.
 
-Where a host is and how to reach it comes from `~/.ssh/config` (HostName, User, Port,
-IdentityFile, IdentitiesOnly, ProxyCommand, ProxyJump, HostKeyAlias, UserKnownHostsFile,
-ConnectTimeout). ProxyJump hops are SSH connections of their own, and the next hop goes
-through a direct-tcpip channel of the previous one, as `ssh -J` does.
+Where a host is comes from `~/.ssh/config` (tools/hosts/ssh_config.py). ProxyJump hops are
+SSH connections of their own, and the next hop goes through a direct-tcpip channel of the
+previous one, as `ssh -J` does. Authentication is by key only (tools/hosts/ssh_auth.py).
 
 Host keys are checked against known_hosts with a reject policy: an unknown key is refused
 unless the operator trusted its exact fingerprint; a changed key is always refused.
 
-Killing a command: the remote script first reports its process group (sshd starts every
-session as a session leader, so the group is the command and everything it started); a
-timeout or cancel then sends TERM, and KILL after a grace period, to that group over a
-second channel. Closing our end of a channel alone would leave the process running.
+Running one command on its channel, and killing it on timeout or cancel, is
+tools/hosts/ssh_run.py; the kill itself goes over a second channel (SSHHost._kill_group).
 """
 
 from __future__ import annotations
 
-import base64
 import fcntl
-import hashlib
 import os
 import re
 import shlex
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import paramiko
-from paramiko.auth_strategy import AuthFailure, AuthStrategy, InMemoryPrivateKey, OnDiskPrivateKey
+from paramiko.auth_strategy import AuthFailure
 
-from tools.hosts import (
+from tools.hosts.base import (
     ChangedHostKeyError,
     CommandResult,
     Host,
     HostError,
     HostSpec,
-    OutputListener,
     SSHSettings,
     UnknownHostKeyError,
     acquire_slot,
     check_env_names,
-    sudo_hint,
     wrap_command,
 )
+from tools.hosts.ssh_auth import _KeyAuth
+from tools.hosts.ssh_config import Endpoint, load_ssh_config, parse_target, resolve
+from tools.hosts.ssh_run import _PROLOGUE, KILL_GRACE_S, _RemoteRun
+
+# Endpoint, load_ssh_config, parse_target and resolve are also named from here, as before the split.
+__all__ = ["Endpoint", "EventSink", "SSHHost", "load_ssh_config", "parse_target", "resolve"]
 
 EventSink = Callable[[str, dict], None]
 
-READ_CHUNK = 65536
-KILL_GRACE_S = 2.0  # between TERM and KILL of a timed-out or cancelled command
-DRAIN_AFTER_KILL_S = 5.0  # how long to collect the last output of a killed command
 MAX_JUMPS = 8
-
-# Runs first in the remote bash: report the process group on stderr (stripped again by us),
-# and make a bare `sudo` non-interactive so it fails instead of waiting for a password.
-# The group is reported only when it is the session's own (group id = session id, as sshd's
-# setsid leaves it), so a kill can never reach a group shared with anything outside the command.
-_PGID_MARK = re.compile(rb"\x1eupgrade-agent pgid (\d+)\x1e\r?\n")
-_PROLOGUE = (
-    "read -r _ _ _ _ __ua_pg __ua_sid _ </proc/$$/stat 2>/dev/null && [ \"$__ua_pg\" = \"$__ua_sid\" ]"
-    " && printf '\\036upgrade-agent pgid %s\\036\\n' \"$__ua_pg\" >&2; unset __ua_pg __ua_sid\n"
-    'sudo() { command sudo -n "$@"; }\n'
-)
-
-
-# --------------------------------------------------------------------------- where a host is
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One SSH hop after ~/.ssh/config has been applied."""
-
-    alias: str  # the name it was asked for (config alias or address)
-    hostname: str
-    port: int
-    user: str
-    identity_files: tuple[str, ...]
-    identities_only: bool
-    proxy_command: str | None
-    proxy_jump: tuple[str, ...]  # hops to go through, first one first
-    host_key_alias: str | None
-    known_hosts_files: tuple[str, ...]  # UserKnownHostsFile from the config
-    connect_timeout: float | None
-
-    @property
-    def address(self) -> str:
-        host = f"[{self.hostname}]" if ":" in self.hostname else self.hostname
-        return f"{self.user}@{host}:{self.port}"
-
-    @property
-    def known_hosts_name(self) -> str:
-        """The name this host's key is filed under in known_hosts, as OpenSSH files it."""
-        host = self.host_key_alias or self.hostname
-        return host if self.port == 22 else f"[{host}]:{self.port}"
-
-
-def parse_target(target: str) -> tuple[str | None, str, int | None]:
-    """`user@host:port`, `host`, `[v6addr]:port` -> (user, host, port)."""
-    user = None
-    if "@" in target:
-        user, target = target.rsplit("@", 1)
-    port = None
-    m = re.fullmatch(r"\[([^\]]+)\](?::(\d+))?", target)
-    if m:
-        host, port = m.group(1), m.group(2)
-    elif target.count(":") == 1:
-        host, port = target.split(":")
-    else:
-        host = target  # a name, or a bare IPv6 address without a port
-    if not host:
-        raise HostError(f"ssh target {target!r} has no host name; write user@host[:port] or a ~/.ssh/config alias")
-    if port is not None and not port.isdigit():
-        raise HostError(f"ssh target {target!r}: port {port!r} is not a number")
-    return user or None, host, int(port) if port else None
-
-
-def load_ssh_config(path: Path | None) -> paramiko.SSHConfig:
-    if path is None or not Path(path).is_file():
-        return paramiko.SSHConfig()
-    try:
-        return paramiko.SSHConfig.from_path(str(path))
-    except Exception as e:  # noqa: BLE001 - paramiko raises several kinds for a bad file
-        raise HostError(f"cannot read ssh config {path}: {e}; fix the file or point SSHSettings.config_path elsewhere")
-
-
-def resolve(target: str, config: paramiko.SSHConfig) -> Endpoint:
-    """Apply ~/.ssh/config to a target; what the target spells out (user, port) wins, as with ssh."""
-    user, host, port = parse_target(target)
-    try:
-        found = config.lookup(host)
-    except Exception as e:  # noqa: BLE001 - e.g. a Match exec that fails
-        raise HostError(f"ssh config lookup for {host!r} failed: {e}")
-    jumps = found.get("proxyjump")
-    proxy_command = found.get("proxycommand")
-    timeout = found.get("connecttimeout")
-    return Endpoint(
-        alias=host,
-        hostname=found.get("hostname", host),
-        port=port or int(found.get("port", 22)),
-        user=user or found.get("user") or _local_user(),
-        identity_files=tuple(os.path.expanduser(p) for p in found.get("identityfile", [])),
-        identities_only=found.get("identitiesonly", "no").lower() == "yes",
-        proxy_command=None if not proxy_command or proxy_command.lower() == "none" else proxy_command,
-        proxy_jump=() if not jumps or jumps.lower() == "none" else tuple(j.strip() for j in jumps.split(",")),
-        host_key_alias=found.get("hostkeyalias"),
-        known_hosts_files=tuple(os.path.expanduser(p) for p in found.get("userknownhostsfile", "").split()),
-        connect_timeout=float(timeout) if timeout else None,
-    )
-
-
-def _local_user() -> str:
-    import getpass  # noqa: PLC0415
-
-    return getpass.getuser()
-
 
 # --------------------------------------------------------------------------- host keys
 
@@ -201,99 +93,6 @@ class _TrustedOrReject(paramiko.RejectPolicy):
             f"{self.host.settings.project_known_hosts}.",
             host=self.label, fingerprint=fp, key_type=key.get_name(),
         )
-
-
-# --------------------------------------------------------------------------- authentication
-
-
-class _KeyAuth(AuthStrategy):
-    """Public keys only: the agent's first, then key files. Never a password or a passphrase prompt."""
-
-    def __init__(self, endpoint: Endpoint, use_agent: bool):
-        super().__init__(ssh_config=None)
-        self.endpoint = endpoint
-        self.use_agent = use_agent and bool(os.environ.get("SSH_AUTH_SOCK"))
-        self.agent: paramiko.Agent | None = None
-        self.agent_keys = 0
-        self.encrypted: list[str] = []  # key files that need a passphrase we will not ask for
-        self.unreadable: list[str] = []
-        self.tried_files: list[str] = []
-
-    def _key_files(self) -> list[tuple[str, str]]:
-        if self.endpoint.identity_files:
-            return [(p, "ssh-config") for p in self.endpoint.identity_files]
-        home = os.path.expanduser("~/.ssh")
-        return [(os.path.join(home, n), "implicit-home") for n in ("id_ed25519", "id_ecdsa", "id_rsa")]
-
-    def get_sources(self):
-        user = self.endpoint.user
-        offered: set[str] = set()
-        if self.use_agent:
-            try:
-                self.agent = paramiko.Agent()
-            except paramiko.SSHException:
-                self.agent = None  # a stale SSH_AUTH_SOCK: go on with key files, as ssh does
-                self.use_agent = False
-        if self.agent is not None:
-            wanted = self._configured_public_fingerprints() if self.endpoint.identities_only else None
-            for key in self.agent.get_keys():
-                if wanted is not None and key.fingerprint not in wanted:
-                    continue
-                self.agent_keys += 1
-                offered.add(key.fingerprint)
-                yield InMemoryPrivateKey(user, key)
-        for path, source in self._key_files():
-            if not os.path.isfile(path):
-                continue
-            try:
-                pkey = paramiko.PKey.from_path(path)
-            except paramiko.PasswordRequiredException:
-                self.encrypted.append(path)
-                continue
-            except TypeError as e:
-                # PKey.from_path lets cryptography's "Key is password-protected" TypeError through.
-                (self.encrypted if "password" in str(e).lower() else self.unreadable).append(path)
-                continue
-            except (paramiko.SSHException, ValueError, OSError):
-                self.unreadable.append(path)
-                continue
-            if pkey.fingerprint in offered:
-                continue
-            self.tried_files.append(path)
-            yield OnDiskPrivateKey(user, source, Path(path), pkey)
-
-    def _configured_public_fingerprints(self) -> set[str]:
-        out = set()
-        for path, _ in self._key_files():
-            try:
-                blob = paramiko.PublicBlob.from_file(path + ".pub")
-            except (OSError, ValueError):
-                continue  # no readable .pub: that key cannot be picked out of the agent's
-            out.add("SHA256:" + base64.b64encode(hashlib.sha256(blob.key_blob).digest()).decode().rstrip("="))
-        return out
-
-    def close(self) -> None:
-        if self.agent is not None:
-            self.agent.close()
-
-    def failure_message(self, label: str) -> str:
-        ep = self.endpoint
-        if self.encrypted and not self.agent_keys:
-            files = ", ".join(self.encrypted)
-            agent = "no ssh-agent is running (SSH_AUTH_SOCK is not set)" if not self.use_agent else \
-                "the ssh-agent offers no key for it"
-            return (f"{label}: cannot log in: key {files} is protected by a passphrase and {agent}. "
-                    f"upgrade-agent never asks for passphrases: load the key into an agent first "
-                    f"(eval $(ssh-agent); ssh-add {self.encrypted[0]}) and run again.")
-        tried = []
-        if self.agent_keys:
-            tried.append(f"{self.agent_keys} agent key(s)")
-        tried += self.tried_files
-        tried += [f"{p} (passphrase-protected, skipped)" for p in self.encrypted]
-        tried += [f"{p} (not a readable private key)" for p in self.unreadable]
-        what = ", ".join(tried) if tried else "no keys at all (no agent, no IdentityFile, no ~/.ssh/id_*)"
-        return (f"{label}: authentication as {ep.user!r} failed; tried {what}. Check that the public key is "
-                f"in ~{ep.user}/.ssh/authorized_keys on the host, and User/IdentityFile in the ssh config.")
 
 
 # --------------------------------------------------------------------------- the host
@@ -584,188 +383,6 @@ class SSHHost(Host):
         return False
 
 
-class _RemoteRun:
-    """One command on one channel: drain both streams, enforce timeout and cancel, collect the outcome."""
-
-    def __init__(self, host: SSHHost, transport: paramiko.Transport, chan: paramiko.Channel,
-                 on_output: OutputListener | None, pty: bool):
-        self.host = host
-        self.transport = transport
-        self.chan = chan
-        self.on_output = on_output
-        self.data = {"stdout": bytearray(), "stderr": bytearray()}
-        # The stream that carries the process-group line (with a pty, stderr is merged into stdout);
-        # its output is held back until the line is found, so the line never reaches anyone.
-        self.mark_stream = "stdout" if pty else "stderr"
-        self.pending: bytearray | None = bytearray()
-        self.pgid: int | None = None
-        self.kill_thread: threading.Thread | None = None
-        self.kill_confirmed = False
-        # Set by paramiko when either stream gets data or closes. We are its only reader and look
-        # at both streams before every wait, so one stream clearing it on a read loses nothing.
-        # (Channel.fileno() would do the same through an OS pipe, at a syscall per packet.)
-        self.ready = threading.Event()
-        chan.in_buffer.set_event(self.ready)
-        chan.in_stderr_buffer.set_event(self.ready)
-
-    def execute(self, line, command, *, timeout, cancel, stdin, pty, start) -> tuple[CommandResult, bytes]:
-        chan = self.chan
-        try:
-            if pty:
-                chan.get_pty(term="dumb", width=200, height=50)
-            chan.exec_command(line)
-        except (paramiko.SSHException, EOFError, OSError) as e:
-            chan.close()
-            if _settled_dead(self.transport):
-                self.host._drop(self.transport)
-                return self._lost(command, start), b""
-            raise HostError(f"{self.host.name}: the server refused to run the command: {e}") from None
-        if stdin is None:
-            _shutdown_write(chan)  # like </dev/null: a command that reads stdin sees EOF at once
-        else:
-            threading.Thread(target=_send_stdin, args=(chan, stdin), daemon=True).start()
-
-        deadline = None if timeout is None else time.monotonic() + timeout
-        timed_out = cancelled = False
-        give_up_at = None
-        try:
-            while True:
-                if self._read_available():
-                    continue
-                if chan.closed or (chan.eof_received and chan.exit_status_ready()):
-                    if not self._read_available():
-                        break
-                    continue
-                now = time.monotonic()
-                if give_up_at is None:
-                    if deadline is not None and now >= deadline:
-                        timed_out = True
-                    elif cancel is not None and cancel.is_set():
-                        cancelled = True
-                    if timed_out or cancelled:
-                        self._start_kill()
-                        give_up_at = now + KILL_GRACE_S + DRAIN_AFTER_KILL_S
-                elif now >= give_up_at:
-                    break
-                wait = 0.1 if deadline is None or give_up_at is not None else max(0.0, min(0.1, deadline - now))
-                if chan.eof_received:
-                    chan.status_event.wait(wait)  # no more output to wait for; wait for the exit status
-                else:
-                    self.ready.wait(wait)
-        except BaseException:
-            # Ctrl-C (or anything else) while waiting: the remote command must not outlive us.
-            self.on_output = None
-            give_up = time.monotonic() + 2
-            while self.pgid is None and self.pending is not None and time.monotonic() < give_up:
-                if not self._read_available():  # its process group is announced first thing on stderr
-                    self.ready.wait(0.05)
-            if self.pgid is not None:
-                self.host._kill_group(self.transport, self.pgid)
-            chan.close()
-            raise
-        self._flush_pending()
-        chan.close()
-        if self.kill_thread is not None:
-            self.kill_thread.join(KILL_GRACE_S + 1)
-
-        killed = timed_out or cancelled
-        got_status = chan.status_event.is_set() and chan.exit_status != -1
-        lost = not got_status and not killed and _settled_dead(self.transport)
-        if lost:
-            self.host._drop(self.transport)
-        stdout = self.data["stdout"].decode("utf-8", "replace")
-        stderr = self.data["stderr"].decode("utf-8", "replace")
-        if lost:
-            hint = _LOST_HINT
-        elif killed and not self.kill_confirmed:
-            hint = ("the remote process could not be confirmed killed (it reported no process group, or the kill "
-                    "found no channel); it may still be running on the host: check with ps before running it again")
-        elif not got_status and not killed:
-            hint = "the command ended without an exit status (was its shell killed by a signal?)"
-        else:
-            hint = sudo_hint(stderr)
-        return CommandResult(
-            command=command,
-            exit_code=chan.exit_status if got_status and not killed else None,
-            stdout=stdout,
-            stderr=stderr,
-            duration_s=time.monotonic() - start,
-            timed_out=timed_out,
-            connection_lost=lost,
-            cancelled=cancelled,
-            hint=hint,
-        ), bytes(self.data["stdout"])
-
-    def _start_kill(self) -> None:
-        """Kill the remote process group over a second channel, while this one keeps draining."""
-        if self.pgid is None:
-            return
-
-        def kill():
-            self.kill_confirmed = self.host._kill_group(self.transport, self.pgid)
-
-        self.kill_thread = threading.Thread(target=kill, daemon=True, name=f"kill-{self.host.name}-{self.pgid}")
-        self.kill_thread.start()
-
-    def _read_available(self) -> bool:
-        chan, got = self.chan, False
-        if chan.recv_ready():
-            data = chan.recv(READ_CHUNK)
-            if data:
-                self._received("stdout", data)
-                got = True
-        if chan.recv_stderr_ready():
-            data = chan.recv_stderr(READ_CHUNK)
-            if data:
-                self._received("stderr", data)
-                got = True
-        return got
-
-    def _received(self, stream: str, data: bytes) -> None:
-        if stream != self.mark_stream or self.pending is None:
-            self._emit(stream, data)
-            return
-        self.pending += data
-        m = _PGID_MARK.search(self.pending)
-        if m:
-            pgid = int(m.group(1))
-            self.pgid = pgid if pgid > 1 else None  # `kill -- -1` would mean every process we may signal
-            rest = bytes(self.pending[: m.start()] + self.pending[m.end():])
-            self.pending = None
-            if rest:
-                self._emit(stream, rest)
-        elif len(self.pending) > 65536:
-            self._flush_pending()  # no line in sight: the remote shell is not one we can kill by group
-
-    def _flush_pending(self) -> None:
-        data, self.pending = self.pending, None
-        if data:
-            self._emit(self.mark_stream, bytes(data))
-
-    def _emit(self, stream: str, data: bytes) -> None:
-        self.data[stream] += data
-        if self.on_output is not None:
-            self.on_output(stream, data)
-
-    def _lost(self, command: str, start: float) -> CommandResult:
-        return CommandResult(command, None, "", "", time.monotonic() - start, connection_lost=True, hint=_LOST_HINT)
-
-
-def _settled_dead(transport: paramiko.Transport) -> bool:
-    """Whether the connection is gone. Its channels are closed a moment before the
-    transport says so, so a channel that closed without an exit status waits for that."""
-    for _ in range(50):
-        if not transport.is_active():
-            return True
-        time.sleep(0.01)
-    return False
-
-
-_LOST_HINT = (
-    "the connection to the host was lost while the command ran; it was not run again. It may have finished, "
-    "failed or still be running there: check its effects before running it again."
-)
-
 
 # --------------------------------------------------------------------------- helpers
 
@@ -783,21 +400,6 @@ def _tune_socket(sock: socket.socket, keepalive_s: float) -> None:
         if hasattr(socket, opt):
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, opt), value)
     sock.settimeout(None)
-
-
-def _shutdown_write(chan: paramiko.Channel) -> None:
-    try:
-        chan.shutdown_write()
-    except (paramiko.SSHException, EOFError, OSError):
-        pass
-
-
-def _send_stdin(chan: paramiko.Channel, data: bytes) -> None:
-    try:
-        chan.sendall(data)
-    except (paramiko.SSHException, EOFError, OSError):
-        return
-    _shutdown_write(chan)
 
 
 def _lists_host(path: Path, name: str) -> bool:

@@ -33,8 +33,9 @@ from . import build as _build
 from .files.simhost import runfile as _runfile
 from .files.simhost import state as _state
 from .files.simhost import toolkit as _toolkit
+from .venv import SimBuildError
 
-__all__ = ["Sim", "RunfileInfo", "build_sim", "RELEASES"]
+__all__ = ["Sim", "RunfileInfo", "SimBuildError", "build_sim", "RELEASES"]
 
 RELEASES = _toolkit.RELEASES
 

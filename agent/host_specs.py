@@ -1,0 +1,51 @@
+"""Hosts as sessions name them: a goal file's or a flag's entry turned into a HostSpec.
+
+Kept apart from the session builder so `agent exec` resolves its one host without loading the
+model client, the loop or the sim.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from agent.errors import SessionConfigError
+from agent.goal import HostEntry, host_entry_for
+from tools.hosts import HostSpec
+
+
+def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) -> tuple[HostSpec, Any]:
+    """A goal file's host entry as a HostSpec; a `sim` entry builds a fresh simulated GPU host
+    (or uses the one given)."""
+    if entry.transport == "sim":
+        if sim is None:
+            root = (sim_dir or Path(tempfile.mkdtemp(prefix="upgrade-agent-sim-"))) / entry.name
+            from tools.sim import SimBuildError, build_sim  # lazy: only a sim host loads the sim's builder
+
+            try:
+                sim = build_sim(root)
+            except SimBuildError as e:
+                raise SessionConfigError(str(e)) from None
+        return sim.host_spec(name=entry.name), sim
+    spec = HostSpec(name=entry.name, transport=entry.transport, target=entry.target, sysroot=entry.sysroot,
+                    path_prefix=list(entry.path_prefix), env=dict(entry.env), python=entry.python,
+                    max_sessions=entry.max_sessions, trust_host_key=entry.trust_host_key)
+    return spec, None
+
+
+def host_entry_from_flag(value: str, trusted: list[str]) -> HostEntry:
+    """`--host` values: 'local', 'sim', or an ssh target / alias (as in goal files)."""
+    return host_entry_for(value, trusted[0] if trusted else None)
+
+
+def describe_host(spec: HostSpec, sim: Any = None) -> str:
+    """One line about a host for the system prompt: its name, and where its system paths lie."""
+    if sim is not None:
+        return (f"{spec.name} (a simulated GPU host: its system paths lie under {spec.sysroot}, e.g. "
+                f"{spec.sys_path('/usr/local/cuda-12.8')}; it has no internet access, so NVIDIA's CUDA archive "
+                f"is mirrored at {spec.sys_path('/srv/nvidia/compute/cuda')}/<version>/ (local_installers/ and "
+                f"docs/sidebar/md5sum.txt, as on developer.download.nvidia.com) and PyTorch's wheel indexes at "
+                f"{sim.index_urls['cu128']} and {sim.index_urls['cu130']}; its venv's python is first on PATH)")
+    where = f", system paths under {spec.sysroot}" if spec.sysroot not in ("", "/") else ""
+    return f"{spec.name} ({spec.transport}{', ' + spec.target if spec.target else ''}{where})"

@@ -1,0 +1,407 @@
+"""The report as a format-neutral document: a list of blocks that Markdown and HTML both render.
+
+`document(report)` turns a Report into headings, paragraphs, tables and code blocks in
+reading order (summary, goal and outcome, benchmarks, what was verified, what changed,
+approvals and refusals, rollback, the model's answer, every step). Inline text is a str
+(untrusted, escaped by each renderer), Code (a code span) or Mark (a word that carries a
+verdict), or a list of them; the small formatting helpers here keep both formats' figures
+the same.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from agent.report.build import toolkit_name
+from agent.report.data import Comparison, Report, Step
+from agent.report.rollback import package_rollback, toolkit_rollback
+
+
+@dataclass(frozen=True)
+class Code:
+    text: str
+
+
+@dataclass(frozen=True)
+class Mark:
+    text: str
+    tone: str  # ok | bad
+
+
+Inline = Any  # str | Code | Mark | list[Inline]
+
+
+@dataclass
+class Heading:
+    level: int
+    text: Inline
+
+
+@dataclass
+class Para:
+    text: Inline
+
+
+@dataclass
+class Bullets:
+    items: list[Inline]
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[Inline]]
+    numeric: frozenset[int] = frozenset()  # columns aligned right
+
+
+@dataclass
+class Facts:
+    """Label and value pairs: the summary at the top."""
+
+    rows: list[tuple[str, Inline]]
+
+
+@dataclass
+class Block:
+    """Preformatted text: a fenced block in Markdown, <pre> in HTML."""
+
+    text: str
+    lang: str = "text"
+
+
+@dataclass
+class Chart:
+    """The benchmark chart: drawn in HTML; the tables beside it carry the same figures in Markdown."""
+
+    groups: list[list[Step]]
+
+
+@dataclass
+class Steps:
+    """Every tool call in order: a table in Markdown, the folded timeline in HTML."""
+
+
+def num(v: Any) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v * 100:.2f}%"
+
+
+def secs(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def stamp(t: float | None) -> str:
+    return "unknown" if t is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
+
+
+def version_of(line: str | None) -> str:
+    """`torch==2.10.0+cu128` -> `2.10.0+cu128`; `x @ file:///...` -> `@ file:///...`."""
+    if line is None:
+        return "-"
+    if "==" in line:
+        return line.split("==", 1)[1]
+    if " @ " in line:
+        return "@ " + line.split(" @ ", 1)[1]
+    return line
+
+
+def spec_text(spec: Any) -> str:
+    if isinstance(spec, dict):
+        return ", ".join(f"{k}={v}" for k, v in spec.items() if v is not None)
+    return str(spec)
+
+
+def who(step: Step) -> Inline:
+    """Who approved a step: the decision's approved_by, and the operator's recorded answers."""
+    parts: list[Inline] = [Code(step.approved_by)] if step.approved_by else []
+    parts += [f"{a.get('by') or 'unknown'} answered {a.get('answer')!r}" for a in step.approvals]
+    return _join(parts, "; ") or "-"
+
+
+def _join(items: list[Inline], sep: str) -> list[Inline]:
+    out: list[Inline] = []
+    for i, item in enumerate(items):
+        out += [sep, item] if i else [item]
+    return out
+
+
+def bench_ratio(c: Comparison) -> tuple[float | None, float | None]:
+    """(ratio, change %) of the medians, from the recorded values when both sides are at hand."""
+    cmp = c.step.data["comparison"]
+    values = c.step.data.get("values") or []
+    base_values = (c.baseline.data.get("values") if c.baseline else None) or []
+    if values and base_values and statistics.median(base_values) != 0:
+        ratio = statistics.median(values) / statistics.median(base_values)
+        return ratio, (ratio - 1) * 100
+    return cmp.get("ratio"), cmp.get("change_percent")
+
+
+def bench_spread(step: Step | None, fallback: tuple[float, float] | None = None) -> str:
+    if step is not None:
+        return f"{num(step.data.get('spread'))} ({pct(step.data.get('relative_spread'))})"
+    if fallback:
+        return num(round(fallback[1] - fallback[0], 9))
+    return "n/a"
+
+
+def chart_groups(benchmarks: list[Step]) -> list[list[Step]]:
+    """Results that can share an axis (same host, metric and unit); the latest result per label."""
+    groups: dict[tuple, dict[str, Step]] = {}
+    for s in benchmarks:
+        by_label = groups.setdefault((s.host, s.data.get("metric"), s.data.get("unit")), {})
+        by_label.pop(s.data["label"], None)  # a label measured again: its latest result, in its new place
+        by_label[s.data["label"]] = s
+    return [list(g.values()) for g in groups.values()]
+
+
+def metric_text(d: dict) -> str:
+    """A benchmark result's metric and unit, as the tables and the chart name it."""
+    return f"{d.get('metric')} ({d.get('unit') or 'no unit'})"
+
+
+def verified_facts(report: Report) -> list[tuple[str, str]]:
+    """(statement, where) for what the session checked, in the order it checked it."""
+    out: list[tuple[str, str]] = []
+    for s in report.steps:
+        if not s.succeeded:
+            continue
+        d = s.data
+        if s.tool == "inspect_host":
+            drv = d.get("driver") or {}
+            gpus = d.get("gpus") or []
+            py = d.get("python") or {}
+            driver = (f"driver {drv.get('version')} (supports CUDA {drv.get('cuda_version')})" if drv
+                      else "no NVIDIA driver answered")
+            parts = [f"host {d.get('host')}: {driver}"]
+            if gpus:
+                parts.append(f"{len(gpus)} x {', '.join(sorted({g.get('name') for g in gpus}))}")
+            parts.append(f"toolkit on PATH {toolkit_name(d.get('toolkit_on_path')) or 'none'}")
+            if d.get("cuda_symlink"):
+                parts.append(f"the cuda link points to {d['cuda_symlink']}")
+            if py.get("torch"):
+                parts.append(f"torch {py['torch']} built for CUDA {py.get('torch_cuda')}, CUDA available: "
+                             f"{'yes' if py.get('cuda_available') else 'no'}")
+            out.append(("; ".join(parts + list(d.get("notes") or [])), s.where))
+        elif s.tool == "pip_freeze_backup":
+            out.append((f"backup {d['backup_id']} of {d['python']} on {d['host']}: {d.get('package_count')} packages, "
+                        f"checked by sha256 on the host" + (" and beside the transcript" if d.get("local_dir") else "")
+                        + (f"; warnings: {'; '.join(d['warnings'])}" if d.get("warnings") else ""), s.where))
+        elif s.tool == "install_runfile":
+            out.append((f"runfile {d.get('runfile')}: checksum {d.get('checksum')} "
+                        f"{'matched' if d.get('checksum_ok') else 'did not match'}; {d.get('toolkit_path')}/bin/nvcc "
+                        f"reports {d.get('nvcc_version')} ({d.get('nvcc_build')})", s.where))
+        elif s.tool == "restore_backup":
+            out.append((f"restore of backup {d.get('backup_id')}: "
+                        + ("the freeze matches the backup again" if d.get("restored") else
+                           f"{len(d.get('remaining_diff') or [])} differences remain"), s.where))
+    return out
+
+
+def document(r: Report) -> list[Any]:
+    """The report as blocks, in reading order."""
+    title = _shorten(r.goal.strip().splitlines()[0], 100) if r.goal and r.goal.strip() else "session"
+    doc: list[Any] = [Heading(1, f"Session report: {title}"), _summary(r), Heading(2, "Goal")]
+    doc.append(Block(r.goal) if r.goal else Para("The transcript states no goal."))
+    if r.goal_result or r.checks:
+        doc.append(Heading(3, "Outcome"))
+        if r.goal_result:
+            g = r.goal_result
+            doc.append(Para([Mark("Goal met", "ok") if g.get("met") else Mark("Goal NOT met", "bad"),
+                             f" (exit code {num(g.get('exit_code'))}): {g.get('reason') or ''}"]))
+        if r.checks:
+            doc.append(Table(["No.", "Check", "Spec", "Result", "Detail"],
+                             [[num(c.get("index")), str(c.get("kind")), Code(spec_text(c.get("spec"))),
+                               Mark("passed", "ok") if c.get("ok") else Mark("FAILED", "bad"), c.get("detail") or ""]
+                              for c in r.checks]))
+    doc += _benchmarks(r)
+
+    doc.append(Heading(2, "Verified"))
+    facts = verified_facts(r)
+    doc.append(Bullets([f"{text} ({where})" for text, where in facts]) if facts else
+               Para("Nothing was verified: no inspection, backup or install result is in the transcript."))
+
+    doc += _changes(r)
+
+    doc.append(Heading(2, "Approvals"))
+    doc.append(Table(["Step", "Tool", "Host", "Risk", "What", "Approved by", "Backup", "Result"],
+                     [[s.where, Code(s.tool), Code(s.host or "-"), s.risk or "-", Code(s.subject), who(s),
+                       Code(s.backup_id) if s.backup_id else "-", s.status or "not run"] for s in r.approved])
+               if r.approved else Para("No step needed an approval."))
+    doc.append(Heading(2, "Refused steps"))
+    doc.append(Table(["Step", "Tool", "Host", "Risk", "What", "Rule", "Reason"],
+                     [[s.where, Code(s.tool), Code(s.host or "-"), s.risk or "-", Code(s.subject), Code(s.rule or "-"),
+                       [s.reason or ""] + ([" (", who(s), ")"] if s.approvals else [])] for s in r.refused])
+               if r.refused else Para("The safety layer refused nothing."))
+    skipped = [s for s in r.steps if s.verdict == "skip"]
+    if skipped:
+        doc.append(Para("Not run because this was a dry run:"))
+        doc.append(Bullets([[f"{s.where}: ", Code(s.subject), f" ({s.risk}; {s.reason})"] for s in skipped]))
+    if r.failed:
+        doc.append(Heading(2, "Failed steps"))
+        doc.append(Table(["Step", "Tool", "Host", "Status", "Error"],
+                         [[s.where, Code(s.tool), Code(s.host or "-"), s.status or "-",
+                           (s.error or s.content or "")[:400]] for s in r.failed]))
+
+    doc += _rollback(r)
+
+    doc.append(Heading(2, "The model's final answer"))
+    if r.final_answer:
+        doc += [Para(f"Turn {r.final_answer_turn}:" if r.final_answer_done else
+                     f"The model never gave one; the last thing it said (turn {r.final_answer_turn}):"),
+                Block(r.final_answer)]
+    else:
+        doc.append(Para("The model gave no final answer."))
+    doc += [Heading(2, "Steps"), Steps()]
+    return doc
+
+
+def _shorten(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0]
+    return cut + " ..."
+
+
+def _summary(r: Report) -> Facts:
+    v = r.verification
+    integrity = ([Mark("hash chain verified", "ok"), f", {v.events} events"] if v.ok else
+                 [Mark("DAMAGED", "bad"), f" ({v.events} events): " + "; ".join(v.problems[:5])])
+    rows: list[tuple[str, Inline]] = [("Transcript", Code(str(r.transcript))), ("Integrity", integrity)]
+    if r.start.get("goal_file"):
+        rows.append(("Goal file", Code(r.start["goal_file"])))
+    rows += [("Command", r.start.get("command") or "-"), ("Model", Code(r.start.get("model") or "-")),
+             ("Hosts", _join([Code(h) for h in r.start.get("hosts") or []], ", ") or "-"),
+             ("Started", stamp(r.start.get("t")))]
+    e = r.end
+    if e:
+        rows += [("Ended", stamp(e.get("t"))),
+                 ("Status", [Mark(str(e.get("status")), "ok" if e.get("status") == "done" else "bad"),
+                             f": {e['reason']}" if e.get("reason") else ""]),
+                 ("Totals", f"{e.get('turns')} turns, {e.get('tool_calls')} tool calls run, {e.get('refused')} "
+                            f"refused, {e.get('failed')} failed, {e.get('tokens')} tokens, "
+                            f"{num(e.get('duration_s'))} s")]
+    else:
+        rows.append(("Status", Mark("no end event: the session did not close its transcript", "bad")))
+    if r.goal_result:
+        rows.append(("Goal", Mark("met", "ok") if r.goal_result.get("met") else Mark("NOT met", "bad")))
+    return Facts(rows)
+
+
+def _benchmarks(r: Report) -> list[Any]:
+    doc: list[Any] = [Heading(2, "Benchmarks")]
+    if not r.benchmarks:
+        return doc + [Para("No benchmark finished in this session.")]
+    doc.append(Chart(chart_groups(r.benchmarks)))
+    if r.comparisons:
+        rows = []
+        for c in r.comparisons:
+            d, cmp = c.step.data, c.step.data["comparison"]
+            ratio, change = bench_ratio(c)
+            rows.append([metric_text(d), f"{cmp['baseline_label']}: {num(cmp['baseline_median'])}",
+                         f"{d['label']}: {num(d['median'])}", "n/a" if ratio is None else f"{ratio:.4f}",
+                         "n/a" if change is None else f"{change:+.2f}%",
+                         bench_spread(c.baseline, (cmp["baseline_min"], cmp["baseline_max"])), bench_spread(c.step),
+                         Mark("yes", "ok") if cmp.get("significant") else "no", cmp.get("verdict") or "",
+                         f"{c.baseline.where if c.baseline else '?'} / {c.step.where}"])
+        doc.append(Para("Before and after: medians; the ratio is after / before; the spread is max - min over the "
+                        "measured runs (and its share of the median)."))
+        doc.append(Table(["Metric", "Before median", "After median", "Ratio", "Change", "Spread before",
+                          "Spread after", "Significant", "Verdict", "Steps"], rows, frozenset({3, 4})))
+    doc.append(Para("Every measured result:"))
+    doc.append(Table(["Label", "Host", "Metric", "Runs", "Values", "Median", "Min", "Max", "Spread", "Step"],
+                     [[Code(s.data["label"]), Code(s.host or "-"), metric_text(s.data),
+                       str(len(s.data.get("values") or [])),
+                       ", ".join(num(v) for v in s.data.get("values") or []), num(s.data.get("median")),
+                       num(s.data.get("min")), num(s.data.get("max")), bench_spread(s), s.where] for s in r.benchmarks],
+                     frozenset({3, 5, 6, 7})))
+    commands = sorted({(s.host or "-", s.data.get("command") or "") for s in r.benchmarks})
+    doc.append(Para(["Commands: " if len(commands) > 1 else "Command: "]
+                    + _join([[Code(c), " on ", Code(h)] for h, c in commands], "; ")))
+    return doc
+
+
+def _changes(r: Report) -> list[Any]:
+    doc: list[Any] = [Heading(2, "What changed")]
+    if r.changing:
+        doc.append(Para("Steps that could change a host and ran:"))
+        doc.append(Table(["Step", "Tool", "Host", "Risk", "What", "Result"],
+                         [[s.where, Code(s.tool), Code(s.host or "-"), s.risk or "-", Code(s.subject), s.status or "-"]
+                          for s in r.changing]))
+    else:
+        doc.append(Para("No step that changes a host ran."))
+    for d in r.packages:
+        b = d.backup
+        doc.append(Heading(3, ["Python packages on ", Code(d.host), " (", Code(d.python), ")"]))
+        doc.append(Para(["Before: backup ", Code(b.backup_id), f" ({b.step.where})"]
+                        + ([", copy at ", Code(str(b.local_dir))] if b.local_dir else []) + ["."]))
+        if b.freeze is None:
+            doc.append(Para([Mark("The before state is missing", "bad"), f": {b.missing}."]))
+        doc.append(Para(f"After: {d.after_source}." if d.after_source else
+                        [Mark("The after state is unknown", "bad"), ": the transcript holds no final state of this "
+                                                                    "environment."]))
+        if d.changes:
+            doc.append(Table(["Package", "Before", "After", "Change"],
+                             [[Code(c.name), Code(version_of(c.before)), Code(version_of(c.after)), c.change]
+                              for c in d.changes]))
+        elif d.changes == []:
+            doc.append(Para("No package changed."))
+    for v in r.toolkits:
+        doc.append(Heading(3, ["CUDA toolkits on ", Code(v.host)]))
+        doc.append(Para(f"Before: {v.before_step.where + ' (inspect_host)' if v.before_step else 'not inspected'}; "
+                        f"after: {v.after_source or 'unknown'}."))
+        if v.rows:
+            doc.append(Table(["Toolkit", "Version", "Before", "After", "Change"],
+                             [[Code(t.path), Code(t.version or "?"), "yes" if t.before else "no",
+                               "?" if t.after is None else ("yes" if t.after else "no"), t.change] for t in v.rows]))
+        moved = ("unchanged" if v.link_after == v.link_before else "moved") if v.link_after else "unknown"
+        doc.append(Para([Code("cuda"), " symlink: ", Code(v.link_before or "none"), " before, ",
+                         Code(v.link_after or "unknown"), f" after ({moved})."]))
+        if v.on_path_before or v.on_path_after:
+            doc.append(Para(["nvcc on PATH: ", Code(v.on_path_before or "none"), " before, ",
+                             Code(v.on_path_after or "not recorded"), " after."]))
+        if v.installs:
+            doc.append(Bullets([[f"{s.where}: installed CUDA ", Code(s.data.get("nvcc_version")), " into ",
+                                 Code(s.data.get("toolkit_path")), " with ", Code(s.data.get("installer_command")),
+                                 "; symlink ", Code(s.data.get("symlink_before")), " before, ",
+                                 Code(s.data.get("symlink_after")), " after"]
+                                + ([f"; warnings: {'; '.join(s.data['warnings'])}"] if s.data.get("warnings") else [])
+                                for s in v.installs]))
+    return doc
+
+
+def _rollback(r: Report) -> list[Any]:
+    doc: list[Any] = [Heading(2, "Rollback")]
+    if not r.packages and not any(v.installs for v in r.toolkits):
+        return doc + [Para("Nothing the session changed has a recorded way back: no backup was taken and no "
+                           "toolkit was installed.")]
+    for d in r.packages:
+        b = d.backup
+        doc.append(Heading(3, ["Python packages on ", Code(d.host)]))
+        doc.append(Para(["Backup ", Code(b.backup_id), f" ({b.step.where}) is on ", Code(d.host), " at ",
+                         Code(b.remote_dir)] + (["; a copy is beside the transcript at ", Code(str(b.local_dir))]
+                                                if b.local_dir else []) + ["."]))
+        doc.append(Para("In a session, call the tool (destructive: it needs an approval):"))
+        doc.append(Block(f"restore_backup {json.dumps({'host': d.host, 'backup_id': b.backup_id})}"))
+        if d.changes == []:
+            doc.append(Para("The packages are as the backup left them: nothing to roll back."))
+            continue
+        doc.append(Para("The same by hand, on the host" + (":" if d.changes is not None else
+                                                           " (the after state is unknown, so these reinstall the "
+                                                           "whole freeze; packages added since the backup stay):")))
+        doc.append(Block("\n".join(package_rollback(d)), "sh"))
+    for v in r.toolkits:
+        cmds = toolkit_rollback(r, v)
+        if cmds:
+            doc += [Heading(3, ["CUDA toolkits on ", Code(v.host)]), Block("\n".join(cmds), "sh")]
+    return doc

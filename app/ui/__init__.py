@@ -1,0 +1,38 @@
+"""Rendering session events for people: a rich terminal view, plain lines, and JSON lines for programs.
+
+The loop never prints; these are listeners on its events. Listeners are called from the
+loop's thread and from tool threads (live output) at the same time, so every view here is
+thread-safe and does little per event: live output only updates a small buffer, which a
+refresh thread draws a few times a second.
+
+The two chat views (`TerminalView`, `PlainView`) share one small surface that app/chat.py
+uses: the listener itself, `busy()` / `paused()` around work and prompts, `info`, `warn`,
+`card`, `table` and `read_line`. `make_view` picks one of them.
+
+The modules: common.py (what both views show: approval rows, progress, output tails),
+plain.py (`PlainPrinter`, `PlainView`, `JsonLines`), terminal.py (`TerminalView`: its state,
+the Live region and the locks) and format.py (the terminal's styles and pure renderers).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import IO
+
+from rich.console import Console
+
+from app.ui.common import OutputTail, approval_rows, progress_label, progress_numbers
+from app.ui.plain import JsonLines, PlainPrinter, PlainView
+from app.ui.terminal import TerminalView
+
+__all__ = ["JsonLines", "OutputTail", "PlainPrinter", "PlainView", "TerminalView", "approval_rows", "make_view",
+           "progress_label", "progress_numbers"]
+
+
+def make_view(plain: bool = False, out: IO[str] | None = None, inp: IO[str] | None = None,
+              use_readline_markers: bool = False) -> TerminalView | PlainView:
+    """The rich terminal view, or plain lines when output is not a terminal, TERM=dumb, or asked for."""
+    console = Console(file=out) if out is not None else Console()
+    if plain or not console.is_terminal or console.is_dumb_terminal:
+        return PlainView(out=out or sys.stdout, inp=inp)
+    return TerminalView(console, use_readline_markers=use_readline_markers)

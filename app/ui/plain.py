@@ -1,0 +1,168 @@
+"""Plain lines: one readable line per step for pipes, logs and dumb terminals (`PlainPrinter`), the
+chat in plain lines (`PlainView`), and every recorded event as a JSON line for programs (`JsonLines`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import threading
+from typing import IO, Iterator
+
+from app.ui.common import progress_label
+
+_ICONS = {"allow": "+", "deny": "x", "skip": "~"}
+
+
+def _short(text: str, width: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+class PlainPrinter:
+    """One readable line per step; live output (and progress) only when `live` is on.
+
+    `full_text` prints the model's text whole instead of a one-line excerpt (chat answers).
+    No colours and no cursor movement: fit for pipes, logs and dumb terminals.
+    """
+
+    def __init__(self, out: IO[str] | None = None, live: bool = False, full_text: bool = False):
+        self.out = out or sys.stdout
+        self.live = live
+        self.full_text = full_text
+        # Re-entrant: a line printed from a signal handler in the thread that holds it must not hang.
+        self._lock = threading.RLock()
+        self._last_progress: dict[str, str] = {}
+        self._partial: dict[str, str] = {}  # call_id -> the start of a line whose end has not come yet
+
+    def __call__(self, ev: dict) -> None:
+        with self._lock:  # one event at a time: per-call buffers, and lines never interleaved
+            line = self.format(ev)
+            if line is not None:
+                print(line, file=self.out, flush=True)
+
+    def _print(self, line: str) -> None:
+        with self._lock:
+            print(line, file=self.out, flush=True)
+
+    def format(self, ev: dict) -> str | None:
+        t = ev.get("type")
+        if t == "session_start":
+            return f"session: model {ev.get('model')}, hosts {', '.join(ev.get('hosts', [])) or '-'}" + (
+                " (dry run)" if ev.get("plan") else "")
+        if t == "model_response":
+            parts = []
+            if ev.get("text"):
+                text = ev["text"].strip() if self.full_text else _short(ev["text"], 400)
+                parts.append(f"model: {text}")
+            n = len(ev.get("tool_calls") or [])
+            if n:
+                parts.append(f"turn {ev['turn']}: {n} tool call{'s' if n != 1 else ''}")
+            return "\n".join(parts) or None
+        if t == "model_error":
+            return f"model error: {ev.get('error')}"
+        if t == "tool_call" and ev.get("error"):
+            return f"  ! {ev['tool']}: malformed call: {_short(ev['error'])}"
+        if t == "decision":
+            mark = _ICONS.get(ev["verdict"], "?")
+            who = f", by {ev['approved_by']}" if ev.get("approved_by") else ""
+            return (f"  {mark} {ev['tool']} on {ev.get('host') or '-'}: {_short(ev.get('subject', ''), 100)} "
+                    f"[{ev['risk']}; {ev['verdict']}: {ev['rule']}{who}]")
+        if t == "tool_result":
+            self._last_progress.pop(ev.get("call_id", ""), None)
+            rest = self._partial.pop(ev.get("call_id", ""), "")
+            status = ev.get("status")
+            extra = f": {_short(ev.get('error') or ev.get('content', ''), 120)}" if status not in ("ok",) else ""
+            line = f"  = {ev['tool']} {status} in {ev.get('duration_s', 0):.2f}s{extra}"
+            return f"    | {rest}\n{line}" if rest and self.live else line
+        if t == "backup":
+            return f"  backup {ev['backup_id']} of {ev['host']} verified ({ev.get('package_count')} packages)"
+        if t == "host_key_trusted":
+            return f"  host key of {ev.get('host')} trusted: {ev.get('key_type')} {ev.get('fingerprint')}"
+        if t == "output" and self.live:
+            # Whole lines only, each marked: chunks end anywhere, and several calls print at once.
+            call_id = ev.get("call_id", "")
+            pieces = (self._partial.get(call_id, "") + str(ev.get("text", ""))).split("\n")
+            self._partial[call_id] = pieces.pop()
+            return "\n".join(f"    | {line.rsplit(chr(13), 1)[-1]}" for line in pieces) or None
+        if t == "progress" and self.live:
+            label = progress_label(ev)
+            # Only a change is worth a line: a download reporting every chunk would flood a log.
+            if not label or self._last_progress.get(ev.get("call_id", "")) == label:
+                return None
+            self._last_progress[ev.get("call_id", "")] = label
+            return f"    ~ {ev.get('tool')}: {label}"
+        if t == "session_end":
+            return (f"session {ev['status']}: {ev.get('turns')} turns, {ev.get('tool_calls')} tool calls, "
+                    f"{ev.get('refused')} refused, {ev.get('duration_s')}s" + (
+                        f" ({ev['reason']})" if ev.get("reason") else ""))
+        return None
+
+
+class JsonLines:
+    """`--json`: every recorded event as one JSON line, for other programs."""
+
+    def __init__(self, out: IO[str] | None = None):
+        self.out = out or sys.stdout
+        self._lock = threading.Lock()
+
+    def __call__(self, ev: dict) -> None:
+        if "seq" not in ev:  # live-only events (text deltas, output chunks) are not part of the record
+            return
+        line = json.dumps(ev, ensure_ascii=False, default=str)
+        with self._lock:
+            print(line, file=self.out, flush=True)
+
+
+class PlainView(PlainPrinter):
+    """The chat in plain lines: what `agent chat` shows when its output is not a terminal."""
+
+    prompt_mark = ">"
+
+    def __init__(self, out: IO[str] | None = None, inp: IO[str] | None = None):
+        super().__init__(out=out, live=True, full_text=True)
+        self.inp = inp or sys.stdin
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        yield
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        yield
+
+    def info(self, text: str) -> None:
+        self._print(text)
+
+    def warn(self, text: str) -> None:
+        self._print(f"! {text}")
+
+    def card(self, title: str, rows: list[tuple[str, str]], tone: str = "info") -> None:
+        width = max((len(label) for label, _ in rows), default=0)
+        self._print("\n".join([title, *(f"  {label + ':':{width + 1}} {value}" for label, value in rows)]))
+
+    def table(self, title: str, headers: list[str], rows: list[list[str]]) -> None:
+        widths = [max([len(h), *(len(str(r[i])) for r in rows)]) for i, h in enumerate(headers)]
+        lines = [title, "  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+        lines += ["  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        self._print("\n".join(lines))
+
+    def read_line(self, prompt: str) -> str:
+        """One line from the operator; EOFError at the end of input."""
+        with self._lock:
+            self.out.write(prompt)
+            self.out.flush()
+        line = self.inp.readline()
+        if not line:
+            raise EOFError
+        line = line.rstrip("\n")
+        if not _isatty(self.inp):  # nobody typed it, so nothing echoed it: keep the log readable
+            self._print(line)
+        return line
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
