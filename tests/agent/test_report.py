@@ -159,7 +159,7 @@ def test_packages_before_and_after_come_from_the_backup_and_the_final_state(upgr
 
 
 def test_toolkit_added_beside_the_old_one_and_the_symlink_unchanged(upgrade):
-    sim, md = upgrade.sim, upgrade.markdown
+    md = upgrade.markdown
     new, old = "/usr/local/cuda-13.0", "/usr/local/cuda-12.8"
     assert table_rows(md, f"`{new}`") == [[f"`{new}`", "`13.0`", "no", "yes", "added"]]
     assert table_rows(md, f"`{old}`") == [[f"`{old}`", "`12.8`", "yes", "yes", "unchanged"]]
