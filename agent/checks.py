@@ -74,7 +74,7 @@ def _run_one(check: SuccessCheck, goal: Goal, session: Session) -> CheckResult:
         details, ok = [], True
         for name in _hosts_for(c.host, goal):
             host = session.hosts.get(name)
-            nvcc = host.spec.sys_path(c.path.rstrip("/") + "/bin/nvcc")
+            nvcc = c.path.rstrip("/") + "/bin/nvcc"
             r = host.run(f"{shlex.quote(nvcc)} --version", timeout=60)
             version, build = parse_nvcc(r.stdout) if r.ok else (None, None)
             good = version == c.version

@@ -34,18 +34,43 @@ class GoalError(ValueError):
     """A goal file that cannot be used; the message names file, line and key."""
 
 
+class SimMachine(BaseModel):
+    """The simulated GPU host a `transport: sim` entry asks for (every field has the seed's value by default):
+
+        sim: {driver: "550.144.03", gpus: 4, toolkits: ["12.8"], free_space_mb: {/tmp: 500}}
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    driver: str = Field(default="590.48.01", pattern=r"^\d+\.\d+(\.\d+)?$")  # the loaded driver's version
+    gpus: int = Field(default=8, ge=1, le=16)
+    toolkits: list[Literal["12.8", "13.0", "13.1"]] = Field(default_factory=lambda: ["12.8"])  # first: the cuda link
+    free_space_mb: dict[str, int] = Field(default_factory=dict)  # free space per mount point ("/tmp": 500)
+    gcc: str | None = "gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04) "  # null: no compiler on the host
+
+    def build_options(self) -> dict:
+        return {"driver_version": self.driver, "gpus": self.gpus, "toolkits": tuple(self.toolkits),
+                "free_space_mb": dict(self.free_space_mb) or None, "gcc": self.gcc}
+
+
 class HostEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
     transport: Literal["ssh", "local", "sim"] = "ssh"
+    sim: SimMachine | None = None  # transport sim: the machine to simulate
     target: str | None = None
-    sysroot: str = "/"
     path_prefix: list[str] = Field(default_factory=list)
     python: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     trust_host_key: str | None = None
     max_sessions: int = Field(default=8, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _sim_only_for_sims(self) -> "HostEntry":
+        if self.sim is not None and self.transport != "sim":
+            raise ValueError(f"host {self.name!r}: `sim:` describes a simulated host; it needs `transport: sim`")
+        return self
 
 
 def host_entry_for(name: str, trust_host_key: str | None = None) -> HostEntry:

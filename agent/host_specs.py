@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import SessionConfigError
-from agent.goal import HostEntry, host_entry_for
-from tools.hosts import HostSpec
+from agent.goal import HostEntry, SimMachine, host_entry_for
+from tools.hosts import HostSpec, SandboxUnavailable
+from tools.hosts.sim import check_sandbox
 
 
 def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) -> tuple[HostSpec, Any]:
@@ -24,11 +25,12 @@ def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) ->
             from tools.sim import SimBuildError, build_sim  # lazy: only a sim host loads the sim's builder
 
             try:
-                sim = build_sim(root)
-            except SimBuildError as e:
-                raise SessionConfigError(str(e)) from None
+                check_sandbox()
+                sim = build_sim(root, **(entry.sim or SimMachine()).build_options())
+            except (SimBuildError, SandboxUnavailable) as e:
+                raise SessionConfigError(f"host {entry.name}: {e}") from None
         return sim.host_spec(name=entry.name), sim
-    spec = HostSpec(name=entry.name, transport=entry.transport, target=entry.target, sysroot=entry.sysroot,
+    spec = HostSpec(name=entry.name, transport=entry.transport, target=entry.target,
                     path_prefix=list(entry.path_prefix), env=dict(entry.env), python=entry.python,
                     max_sessions=entry.max_sessions, trust_host_key=entry.trust_host_key)
     return spec, None
@@ -40,12 +42,10 @@ def host_entry_from_flag(value: str, trusted: list[str]) -> HostEntry:
 
 
 def describe_host(spec: HostSpec, sim: Any = None) -> str:
-    """One line about a host for the system prompt: its name, and where its system paths lie."""
+    """One line about a host for the system prompt: its name, and what is particular about it."""
     if sim is not None:
-        return (f"{spec.name} (a simulated GPU host: its system paths lie under {spec.sysroot}, e.g. "
-                f"{spec.sys_path('/usr/local/cuda-12.8')}; it has no internet access, so NVIDIA's CUDA archive "
-                f"is mirrored at {spec.sys_path('/srv/nvidia/compute/cuda')}/<version>/ (local_installers/ and "
-                f"docs/sidebar/md5sum.txt, as on developer.download.nvidia.com) and PyTorch's wheel indexes at "
-                f"{sim.index_urls['cu128']} and {sim.index_urls['cu130']}; its venv's python is first on PATH)")
-    where = f", system paths under {spec.sysroot}" if spec.sysroot not in ("", "/") else ""
-    return f"{spec.name} ({spec.transport}{', ' + spec.target if spec.target else ''}{where})"
+        return (f"{spec.name} (a simulated GPU host; it has no internet access, so NVIDIA's CUDA archive is "
+                f"mirrored at /srv/nvidia/compute/cuda/<version>/ (local_installers/ and docs/sidebar/md5sum.txt, as "
+                f"on developer.download.nvidia.com) and PyTorch's wheel indexes at {sim.index_urls['cu128']} and "
+                f"{sim.index_urls['cu130']}; its venv's python, {spec.python}, is first on PATH)")
+    return f"{spec.name} ({spec.transport}{', ' + spec.target if spec.target else ''})"

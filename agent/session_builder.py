@@ -91,7 +91,7 @@ def build_session(
 
 
 def _spec_info(s: HostSpec) -> dict:
-    return {"name": s.name, "transport": s.transport, "target": s.target, "sysroot": s.sysroot,
+    return {"name": s.name, "transport": s.transport, "target": s.target,
             "python": s.python}
 
 

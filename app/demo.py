@@ -26,6 +26,7 @@ from agent.session_builder import build_session, goal_budget, make_model
 from app.chat import TerminalApprover
 from app.run import busy, execute_goal
 from app.ui import JsonLines, make_view
+from tools.hosts.sim import SandboxUnavailable, check_sandbox
 from tools.sim import SimBuildError, build_sim
 
 RECORDING = "cuda13-upgrade.jsonl"
@@ -37,30 +38,20 @@ def packaged(package: str, name: str) -> Path:
 
 
 class RecordedTurns:
-    """The model turns of a recorded session, re-targeted at a new simulated host.
+    """The model turns of a recorded session, played again in order (the tools, gate and host are live).
 
-    A simulated host lives in a directory of its own, so the recorded turns name the recording's
-    directory; they are rewritten to name this host's. Nothing else is changed.
+    The recording names only plain host paths, so its turns fit any fresh simulated host as they are.
     """
 
-    def __init__(self, path: Path, new_root: str):
+    def __init__(self, path: Path):
         self.name = "recorded turns of " + path.name
-        events = iter_events(path)
-        start = next(events)
-        old_roots = [h["sysroot"] for h in start.get("host_specs", []) if h.get("sysroot") not in (None, "", "/")]
-        self._swap = [(r, new_root) for r in old_roots]
-        self._turns = [e for e in events if e["type"] == "model_response"]
+        self._turns = [e for e in iter_events(path) if e["type"] == "model_response"]
         self._i = 0
-
-    def _retarget(self, text: str) -> str:
-        for old, new in self._swap:
-            text = text.replace(old, new)
-        return text
 
     def complete(self, messages, tools, on_text=None) -> AssistantTurn:
         if self._i >= len(self._turns):
             raise ModelError("the recorded session has no more model turns")
-        turn = turn_from_event(self._turns[self._i], self._retarget)
+        turn = turn_from_event(self._turns[self._i])
         self._i += 1
         if on_text and turn.text:
             on_text(turn.text)
@@ -68,7 +59,6 @@ class RecordedTurns:
 
 
 def demo(args) -> int:
-
     say = (lambda *a: None) if args.json else (lambda *a: print(*a, file=sys.stderr, flush=True))
     started = time.monotonic()
     goal: Goal = load_goal(packaged("goals", "demo.yaml"))
@@ -77,21 +67,25 @@ def demo(args) -> int:
     say("Building a simulated GPU host: 8x NVIDIA RTX PRO 6000 Blackwell, driver 590.48.01 (CUDA 13.1), "
         "toolkit 12.8, torch 2.10.0+cu128 ...")
     try:
+        check_sandbox()
         sim = build_sim(work / "sim")
+    except SandboxUnavailable as e:
+        print(f"agent: {e}", file=sys.stderr)
+        return 2
     except FileExistsError as e:
         print(f"agent: {e}; give --dir a new or empty directory", file=sys.stderr)
         return 2
     except SimBuildError as e:
         print(f"agent: {e}", file=sys.stderr)
         return 1
-    say(f"  host `sim` at {sim.root}")
+    say(f"  host `sim`, in a sandbox; its files lie in {sim.root}")
 
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL") or args.base_url:
         model = make_model(args.model, args.base_url, args.model_timeout)
         say(f"Model: {model.name} at {getattr(model, 'base_url', '?')} (live)")
     else:
         recording = packaged("transcripts", RECORDING)
-        model = RecordedTurns(recording, str(sim.root))
+        model = RecordedTurns(recording)
         say("Model: none configured (set OPENAI_API_KEY or OPENAI_BASE_URL for a live one), so the model turns "
             f"recorded in transcripts/{RECORDING} are played again. The tools, the safety gate and the host are "
             "real.")

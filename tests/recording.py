@@ -90,7 +90,7 @@ def goal_with(text: str, sim: Sim, extra: list[dict] | None = None, success: lis
 
 def happy_path(sim: Sim):
     url, md5sum = mirror(sim, "13.0")
-    toolkit13 = str(sim.sys_path("/usr/local/cuda-13.0"))
+    toolkit13 = "/usr/local/cuda-13.0"
     bench = "python -m sglang.bench_serving --backend sglang --dataset-name random --num-prompts 32 --max-concurrency 1"
     messages = yield turn(
         "Verifying the starting point first: driver, toolkit, Python stack, and where to get CUDA 13.",
@@ -160,8 +160,8 @@ def refused_before_backup(sim: Sim):
 def install_fails_no_space(sim: Sim):
     sim.set_free_space("/tmp", 100)
     url, md5sum = mirror(sim, "13.0")
-    tmp = str(sim.sys_path("/tmp"))
-    log = str(sim.sys_path("/var/log/cuda-installer.log"))
+    tmp = "/tmp"
+    log = "/var/log/cuda-installer.log"
     messages = yield turn("Checking the host and the checksum first.",
                           calls=[("inspect_host", {"host": "sim"}), ("pip_freeze_backup", {"host": "sim"}),
                                  ("ssh_exec", {"host": "sim", "command": f"cat {md5sum}"})])
@@ -195,7 +195,7 @@ def malformed_calls(sim: Sim):
 
 
 def no_space_goal(sim: Sim) -> Goal:
-    runfile = sim.sys_path("/tmp") / sim.runfiles["13.0"].filename
+    runfile = f"/tmp/{sim.runfiles['13.0'].filename}"
     # The clean-up of a failed install: exactly this removal, nothing else.
     return goal_with("Install CUDA 13.0 side by side on host sim.", sim,
                      [{"host": "sim", "command": f"rm -f {runfile}"}],

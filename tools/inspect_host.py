@@ -63,7 +63,10 @@ def _script(cuda_root: str, python: str, disk_paths: list[str]) -> str:
         "cuda_link": f"if [ -L {r}/cuda ]; then echo link $(readlink {r}/cuda) $(readlink -f {r}/cuda); "
                      f"elif [ -e {r}/cuda ]; then echo dir; else echo none; fi",
         "python": f"{shlex.quote(python)} - <<'PYEOF' 2>&1\n{PYTHON_PROBE}\nPYEOF",
-        "disk": "df -P -k " + " ".join(shlex.quote(p) for p in disk_paths) + " 2>/dev/null",
+        # One df per path, each row led by the path asked: df prints nothing for a path that does not
+        # exist, so rows of one df over several paths would pair with the wrong path.
+        "disk": "for p in " + " ".join(shlex.quote(p) for p in disk_paths) + "; do "
+                "echo \"$p $(df -P -k \"$p\" 2>/dev/null | tail -n +2 | head -n 1)\"; done",
     }
     # No `set -e`: a failing section prints its error and the next one still runs.
     return "\n".join(f"echo '{MARK} {name}'\n{cmd}" for name, cmd in sections.items())
@@ -189,10 +192,8 @@ class InspectHost(Tool):
             host = ctx.hosts.get(args.host)
         except HostError as e:
             raise ToolError(str(e)) from None
-        spec = host.spec
-        cuda_root = spec.sys_path("/usr/local")
-        python = args.python or spec.python or "python3"
-        disk_paths = [spec.sys_path(p) for p in ("/tmp", "/usr/local", "/var/tmp")]
+        python = args.python or host.spec.python or "python3"
+        cuda_root, disk_paths = "/usr/local", ["/tmp", "/usr/local", "/var/tmp"]
         r = host.run(_script(cuda_root, python, disk_paths), timeout=120, cancel=ctx.cancel)
         if r.cancelled:
             raise ToolError(f"inspecting {args.host} was cancelled {ctx.cancel_reason()}: no facts were gathered")
@@ -268,9 +269,13 @@ def parse_inspection(text: str, *, host: str, cuda_root: str, python: str,
         notes.append(f"interpreter {python} did not run: {py_out[-200:] or 'no output'}")
 
     disk = []
-    rows = [ln.split() for ln in s.get("disk", "").splitlines()[1:]]
-    for path, parts in zip(disk_paths, rows):  # df prints one row per path asked, in order
-        if len(parts) >= 6 and parts[3].isdigit():
+    lines = s.get("disk", "").splitlines()
+    if lines and lines[0].startswith("Filesystem"):  # recorded by an older version: one df for every path
+        pairs = [(path, ln.split()) for path, ln in zip(disk_paths, lines[1:])]
+    else:
+        pairs = [(path, row.split()) for path, _, row in (ln.partition(" ") for ln in lines)]
+    for path, parts in pairs:
+        if path in disk_paths and len(parts) >= 6 and parts[3].isdigit():
             disk.append(Disk(path=path, mount=parts[5], free_gib=round(int(parts[3]) / 2**20, 1),
                              total_gib=round(int(parts[1]) / 2**20, 1)))
 

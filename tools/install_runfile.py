@@ -116,8 +116,6 @@ class InstallRunfile(Tool):
             host = ctx.hosts.get(args.host)
         except HostError as e:
             raise ToolError(str(e)) from None
-        spec = host.spec
-        sp = spec.sys_path
         timings: dict[str, float] = {}
         warnings: list[str] = []
         algo, digest = split_checksum(args.checksum)
@@ -128,11 +126,11 @@ class InstallRunfile(Tool):
         if ".".join(m.group("cuda").split(".")[:2]) != args.version:
             raise ToolError(f"the runfile is CUDA {m.group('cuda')} but version {args.version} was asked for")
         is_url = "://" in args.runfile
-        tmpdir = sp(args.tmpdir)
-        download_dir = sp(args.download_dir or args.tmpdir)
-        path = f"{download_dir}/{name}" if is_url else sp(args.runfile)
-        target = sp(args.toolkit_path or f"/usr/local/cuda-{args.version}")
-        cuda_link = sp("/usr/local/cuda")
+        tmpdir = args.tmpdir
+        download_dir = args.download_dir or args.tmpdir
+        path = f"{download_dir}/{name}" if is_url else args.runfile
+        target = args.toolkit_path or f"/usr/local/cuda-{args.version}"
+        cuda_link = "/usr/local/cuda"
 
         stage = {"now": "preflight", "writes": "nothing was written", "installed": False}
 
@@ -219,11 +217,11 @@ class InstallRunfile(Tool):
             flags = [f for f in flags if not f.startswith(("--toolkit",))] + ["--driver", "--toolkit"]
         command = f"{sudo}sh {shlex.quote(path)} " + " ".join(shlex.quote(f) for f in flags)
         stage["writes"] = (f"{target} may be partly installed: check it and remove it before trying again "
-                           f"(the installer's log is {sp(INSTALLER_LOG)})")
+                           f"(the installer's log is {INSTALLER_LOG})")
         run = sh(command, timeout=args.timeout, what="running the installer")
         stage["installed"] = True
         timings["install"] = round(time.monotonic() - t0, 3)
-        log_path = sp(INSTALLER_LOG)
+        log_path = INSTALLER_LOG
         log = sh(f"tail -n 200 {shlex.quote(log_path)}")
         log_text = log.stdout if log.ok else ""
         log_errors = [ln.strip() for ln in log_text.splitlines() if "[ERROR]" in ln or "ERROR:" in ln]

@@ -2,7 +2,7 @@
 
 Layout on the host (and, copied, beside the transcript):
 
-    <sysroot>/var/tmp/upgrade-agent/backups/<backup_id>/
+    /var/tmp/upgrade-agent/backups/<backup_id>/
         python.txt  pip-version.txt  freeze.txt  list.json  inspect.json  pip-config.txt
         env.txt  indexes.json  manifest.json  SHA256SUMS
 
@@ -37,8 +37,8 @@ KNOWN_INDEX_TEMPLATES = {
 }
 
 
-def backup_dir(host: Host, backup_id: str) -> str:
-    return host.spec.sys_path(f"{BACKUP_ROOT}/{backup_id}")
+def backup_dir(backup_id: str) -> str:
+    return f"{BACKUP_ROOT}/{backup_id}"
 
 
 def interpreter(host: Host, python: str | None) -> str:
@@ -212,7 +212,7 @@ class PipFreezeBackup(Tool):
         files["SHA256SUMS"] = "".join(f"{h}  {n}\n" for n, h in sorted(sums.items())).encode()
         sums["SHA256SUMS"] = sha256_hex(files["SHA256SUMS"])
 
-        remote = backup_dir(host, backup_id)
+        remote = backup_dir(backup_id)
         ctx.emit("progress", {"step": "writing", "dir": remote})
         self._write_remote(host, remote, files)
         check = host.run(f"cd {shlex.quote(remote)} && sha256sum -c --strict SHA256SUMS", timeout=120)
@@ -269,7 +269,7 @@ def read_backup(host: Host, backup_id: str, record: BackupRecord | None = None
     """
     if not re.fullmatch(r"[A-Za-z0-9-]+", backup_id):
         raise ToolError(f"{backup_id!r} is not a backup id (they look like sim-20260101-120000-ab12)")
-    remote = backup_dir(host, backup_id)
+    remote = backup_dir(backup_id)
     q = shlex.quote(remote)
     check = host.run(f"cd {q} && sha256sum -c --strict SHA256SUMS", timeout=120)
     if not check.ok:

@@ -38,10 +38,7 @@ def toolkit_rollback(report: Report, view: ToolkitView) -> list[str]:
 
 
 def _cuda_link(report: Report, view: ToolkitView) -> str:
-    """Where the host's `cuda` link lies: under the host's sysroot when the session recorded one."""
-    for spec in report.start.get("host_specs") or []:
-        if spec.get("name") == view.host and spec.get("sysroot") not in (None, "", "/"):
-            return spec["sysroot"].rstrip("/") + "/usr/local/cuda"
+    """Where the host's `cuda` link lies: beside the installed toolkit."""
     for s in view.installs:
         m = re.fullmatch(r"(.*)/usr/local/cuda-[\d.]+", s.data["toolkit_path"])
         if m:

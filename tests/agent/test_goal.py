@@ -70,3 +70,16 @@ def test_authorizations_that_could_never_match_are_errors(tmp_path):
 def test_local_and_sim_mean_what_they_mean_on_the_command_line(tmp_path):
     g = load_goal(write(tmp_path, "goal: g\nhosts: [local, sim, gpu1]\n"))
     assert [h.transport for h in g.hosts] == ["local", "sim", "ssh"]
+
+
+def test_every_shipped_goal_file_loads():
+    """The goal files in goals/ are examples people copy: each must be valid as shipped."""
+    from pathlib import Path
+
+    shipped = sorted((Path(__file__).resolve().parents[2] / "goals").glob("*.yaml"))
+    assert len(shipped) >= 4
+    for path in shipped:
+        goal = load_goal(path)
+        assert goal.hosts and goal.goal.strip(), path
+    rehearsal = load_goal(Path(__file__).resolve().parents[2] / "goals" / "driver-too-old.yaml")
+    assert rehearsal.hosts[0].sim is not None and rehearsal.hosts[0].sim.driver == "550.144.03"

@@ -76,17 +76,16 @@ def upgrade(tmp_path_factory) -> Upgrade:
         turn(calls=[("run_bench", {**bench_args, "label": "before"})]),
         turn(calls=[("install_runfile", runfile)]),
         turn(calls=[("ssh_exec", {"host": "sim", "command": install}),
-                    ("ssh_exec", {"host": "sim", "command": f"rm -rf {sim.sys_path('/usr/local/cuda-12.8')}"})]),
+                    ("ssh_exec", {"host": "sim", "command": "rm -rf /usr/local/cuda-12.8"})]),
         turn(calls=[("run_bench", {**bench_args, "label": "after", "compare_to": "before",
-                                   "env": {"CUDA_HOME": str(sim.sys_path("/usr/local/cuda-13.0"))}})]),
+                                   "env": {"CUDA_HOME": "/usr/local/cuda-13.0"}})]),
         turn(FINAL_ANSWER),
     ])
-    # The sim's interpreter lives under a temporary directory, which the classifier does not take
-    # for a benchmark workload; the goal file authorizes the benchmark command exactly instead.
+    # The benchmark runs the venv's python at the path a real host has it (/opt/venv/bin/python), which
+    # the classifier takes for a benchmark workload: it is read-only and needs no authorization.
     gate = SafetyPolicy(scope={"sim"}, authorizations=[
         Authorization(host="sim", tool="install_runfile", args={"version": "13.0", "toolkit_only": True}),
         Authorization(host="sim", command=install),
-        Authorization(host="sim", tool="run_bench", args={"command": bench}),
     ])
     path = tmp / "upgrade.jsonl"
     session = Session(model=model, registry=registry(), gate=gate, transcript=TranscriptWriter(path), hosts=pool,
@@ -160,8 +159,8 @@ def test_packages_before_and_after_come_from_the_backup_and_the_final_state(upgr
 
 
 def test_toolkit_added_beside_the_old_one_and_the_symlink_unchanged(upgrade):
-    sim, md = upgrade.sim, upgrade.markdown
-    new, old = sim.sys_path("/usr/local/cuda-13.0"), sim.sys_path("/usr/local/cuda-12.8")
+    md = upgrade.markdown
+    new, old = "/usr/local/cuda-13.0", "/usr/local/cuda-12.8"
     assert table_rows(md, f"`{new}`") == [[f"`{new}`", "`13.0`", "no", "yes", "added"]]
     assert table_rows(md, f"`{old}`") == [[f"`{old}`", "`12.8`", "yes", "yes", "unchanged"]]
     assert f"`cuda` symlink: `{old}` before, `{old}` after (unchanged)." in md
@@ -171,11 +170,10 @@ def test_approvals_name_who_gave_them_and_refusals_are_listed(upgrade):
     approvals, refusals = section(upgrade.markdown, "Approvals"), section(upgrade.markdown, "Refused steps")
     approved = {row[0]: row for step in ("turn 4, call 1", "turn 5, call 1", "turn 6, call 1", "turn 7, call 1")
                 for row in table_rows(approvals, step)}
-    assert len(approved) == 4
+    assert set(approved) == {"turn 5, call 1", "turn 6, call 1"}  # the benchmarks are read-only
     assert approved["turn 5, call 1"][5] == "`goal:authorizations[0]`"
     assert approved["turn 6, call 1"][5] == "`goal:authorizations[1]`"
     assert approved["turn 6, call 1"][4] == f"`{upgrade.install}`"
-    assert approved["turn 4, call 1"][5] == "`goal:authorizations[2]`"
     backup_id = events(upgrade.path, "backup")[0]["backup_id"]
     assert all(row[6] == f"`{backup_id}`" for row in approved.values())
 
@@ -184,7 +182,7 @@ def test_approvals_name_who_gave_them_and_refusals_are_listed(upgrade):
     assert refused["turn 2, call 1"][1] == "`install_runfile`" and refused["turn 2, call 1"][5] == "`no-backup`"
     rm = refused["turn 6, call 2"]
     assert rm[3] == "destructive" and rm[5] == "`not-authorized`"
-    assert rm[4] == f"`rm -rf {upgrade.sim.sys_path('/usr/local/cuda-12.8')}`"
+    assert rm[4] == "`rm -rf /usr/local/cuda-12.8`"
 
 
 def test_rollback_commands_name_the_real_backup_and_paths(upgrade):
@@ -194,7 +192,7 @@ def test_rollback_commands_name_the_real_backup_and_paths(upgrade):
     assert f"`{backup['remote_dir']}`" in md
     assert (f"{sim.python} -m pip install --no-deps --index-url {sim.index_urls['cu128']} "
             f"sgl-kernel==0.3.21+cu128 torch==2.10.0+cu128") in md.splitlines()
-    assert f"rm -rf {sim.sys_path('/usr/local/cuda-13.0')}" in md.splitlines()
+    assert "rm -rf /usr/local/cuda-13.0" in md.splitlines()
     assert "ln -sfn" not in md, "the symlink never moved, so there is nothing to point back"
     # The commands do what they say: run on the host, the freeze is the backup's again.
     host = HostPool([sim.host_spec()]).get("sim")
@@ -202,7 +200,7 @@ def test_rollback_commands_name_the_real_backup_and_paths(upgrade):
     for command in commands.splitlines():
         assert host.run(command).ok, command
     after = host.run(f"{sim.python} -m pip freeze --all").stdout
-    assert after == Path(backup["remote_dir"], "freeze.txt").read_text()
+    assert after == (sim.sys_path(backup["remote_dir"]) / "freeze.txt").read_text()
     # Put the upgrade back for the other tests of this module.
     assert host.run(upgrade.install).ok
 
@@ -281,7 +279,7 @@ def chat(tmp_path_factory) -> Upgrade:
     model = ScriptedModel([
         turn(calls=[("pip_freeze_backup", {"host": "sim"})]),
         turn(calls=[("ssh_exec", {"host": "sim", "command": install}),
-                    ("ssh_exec", {"host": "sim", "command": f"rm -rf {sim.sys_path('/usr/local/cuda-12.8')}"})]),
+                    ("ssh_exec", {"host": "sim", "command": "rm -rf /usr/local/cuda-12.8"})]),
         turn(calls=[("install_runfile", {"host": "sim", "runfile": sim.runfiles["13.0"].url, "version": "13.0",
                                          "checksum": sim.runfiles["13.0"].md5, "move_symlink": True})]),
         turn("torch is on cu130 and cuda points at 13.0; the old toolkit stays, as you asked."),
@@ -312,7 +310,7 @@ def test_operator_approvals_and_refusals(chat):
 def test_without_a_final_state_the_rollback_reinstalls_the_whole_freeze_and_moves_the_link_back(chat):
     md, sim = chat.markdown, chat.sim
     backup = events(chat.path, "backup")[0]
-    old, new, link = (sim.sys_path(p) for p in ("/usr/local/cuda-12.8", "/usr/local/cuda-13.0", "/usr/local/cuda"))
+    old, new, link = "/usr/local/cuda-12.8", "/usr/local/cuda-13.0", "/usr/local/cuda"
     assert "**The after state is unknown**" in md
     assert f"`cuda` symlink: `{old}` before, `{new}` after (moved)." in md
     packages, toolkits = (block.split("\n```", 1)[0].splitlines()
@@ -326,8 +324,9 @@ def test_without_a_final_state_the_rollback_reinstalls_the_whole_freeze_and_move
     host = HostPool([sim.host_spec()]).get("sim")
     for command in packages + toolkits:
         assert host.run(command).ok, command
-    assert host.run(f"{sim.python} -m pip freeze --all").stdout == Path(backup["remote_dir"], "freeze.txt").read_text()
-    assert Path(link).resolve() == Path(old) and not Path(new).exists()
+    assert host.run(f"{sim.python} -m pip freeze --all").stdout == (sim.sys_path(backup["remote_dir"]) / "freeze.txt").read_text()
+    assert host.run(f"readlink {link}").stdout.strip() == old and not host.run(f"test -e {new}").ok
+    assert not sim.sys_path(new).exists(), "the rollback ran in the sim"
 
 
 @pytest.mark.parametrize("session", ["upgrade", "chat"])
@@ -336,7 +335,7 @@ def test_the_printed_package_rollback_is_restore_backups_own_plan(session, reque
     against the recorded final freeze (the upgrade) or, with none recorded, for an unknown state (the chat)."""
     run: Upgrade = request.getfixturevalue(session)
     backup = events(run.path, "backup")[0]
-    remote = Path(backup["remote_dir"])
+    remote = run.sim.sys_path(backup["remote_dir"])
     manifest = json.loads((remote / "manifest.json").read_text())
     indexes = json.loads((remote / "indexes.json").read_text())
     want = parse_freeze((remote / "freeze.txt").read_text())

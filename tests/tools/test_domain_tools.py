@@ -15,7 +15,8 @@ from agent.record.transcript import TranscriptWriter, iter_events
 from agent.safety.ledger import BackupLedger
 from agent.safety.policy import Authorization, SafetyPolicy
 from tools.base import ArtifactStore, Registry, ToolContext, ToolError, sha256_hex
-from tools.hosts import HostPool
+from tools.hosts import HostPool, HostSpec
+from tools.hosts.sim import sshd_force_command
 from tools.inspect_host import InspectHost
 from tools.install_runfile import InstallRunfile
 from tools.pip_freeze_backup import PipFreezeBackup
@@ -31,9 +32,13 @@ def sim_world(request, tmp_path):
     if request.param == "local":
         pool = HostPool([sim.host_spec()])
     else:
+        # A real sshd whose sessions enter the sim's sandbox: the same plain paths over SSH.
         world = request.getfixturevalue("ssh_world")
-        world.add_host_alias("simbox", request.getfixturevalue("sshd"))
-        pool = world.pool(sim.host_spec(transport="ssh", target="simbox"))
+        server = request.getfixturevalue("sshd_factory")("simsshd", extra_config=f"ForceCommand {sshd_force_command(sim.root)}\n")
+        world.add_host_alias("simbox", server)
+        spec = sim.host_spec()
+        pool = world.pool(HostSpec(name="sim", transport="ssh", target="simbox", path_prefix=spec.path_prefix,
+                                   python=spec.python))
     yield pool, sim
     pool.close()
 
@@ -58,12 +63,12 @@ def test_inspect_host_reads_the_seed_machine(sim_world, tmp_path):
     assert r.gpus[0].memory_total_mib and r.gpus[0].memory_total_mib > 90_000
     assert r.toolkit_on_path.version == "12.8" and r.nvcc_build == "cuda_12.8.r12.8/compiler.35583870_0"
     assert [(Path(t.path).name, t.version) for t in r.toolkits] == [("cuda-12.8", "12.8")]
-    assert r.cuda_symlink == str(sim.sys_path("/usr/local/cuda-12.8"))
+    assert r.cuda_symlink == "/usr/local/cuda-12.8"
     assert r.python.torch == "2.10.0+cu128" and r.python.torch_cuda == "12.8" and r.python.cuda_available
     assert r.python.device_count == 8
     assert r.python.packages["sglang"] and r.python.packages["sgl-kernel"].endswith("+cu128")
     assert any("driver supports CUDA 13.1; the toolkit on PATH is 12.8" in n for n in r.notes)
-    assert {d.path for d in r.disk} >= {str(sim.sys_path("/tmp"))}
+    assert {d.path for d in r.disk} >= {"/tmp"}
 
 
 def test_inspect_host_reports_missing_pieces_as_facts(tmp_path):
@@ -86,12 +91,13 @@ def test_backup_is_verified_registered_and_restore_brings_back_the_exact_set(sim
     before = host.run(f"{sim.python} -m pip freeze --all").stdout
     b = call(PipFreezeBackup(), ctx, host="sim")
     assert b.verified and b.backup.verified and b.package_count >= 8
-    assert b.remote_dir.startswith(str(sim.root)), "the backup left the host's sysroot"
-    assert Path(b.remote_dir, "freeze.txt").read_text() == before
+    assert b.remote_dir.startswith("/var/tmp/upgrade-agent/backups/")
+    assert sim.sys_path(b.remote_dir).is_dir(), "the backup lies in the sim, not on this machine"
+    assert (sim.sys_path(b.remote_dir) / "freeze.txt").read_text() == before
     assert not Path(b.local_dir).is_absolute()  # relative to the transcript's folder
     assert (tmp_path / b.local_dir / "freeze.txt").read_text() == before
     assert b.local_version_indexes["torch==2.10.0+cu128"] == sim.index_urls["cu128"]
-    sums = dict(line.split()[::-1] for line in Path(b.remote_dir, "SHA256SUMS").read_text().splitlines())
+    sums = dict(line.split()[::-1] for line in (sim.sys_path(b.remote_dir) / "SHA256SUMS").read_text().splitlines())
     assert set(sums) >= {"freeze.txt", "list.json", "indexes.json", "manifest.json", "python.txt"}
 
     # Change the environment: torch to cu130 and one extra package.
@@ -133,8 +139,8 @@ def test_backup_warns_about_what_cannot_be_restored_exactly(tmp_path):
     pool = HostPool([sim.host_spec()])
     host = pool.get("sim")
     wheel = next(sim.root.glob("srv/pypi/simple/triton/*.whl"))
-    local = tmp_path / wheel.name
-    local.write_bytes(wheel.read_bytes())
+    sim.sys_path(f"/tmp/{wheel.name}").write_bytes(wheel.read_bytes())  # a wheel file on the host
+    local = f"/tmp/{wheel.name}"
     r = host.run(f"{sim.python} -m pip install --no-deps --force-reinstall {local}")
     assert r.ok, r.stderr
     b = call(PipFreezeBackup(), ctx_for(pool, tmp_path), host="sim")
@@ -146,7 +152,7 @@ def test_a_damaged_backup_is_refused_by_restore(tmp_path):
     pool = HostPool([sim.host_spec()])
     ctx = ctx_for(pool, tmp_path)
     b = call(PipFreezeBackup(), ctx, host="sim")
-    Path(b.remote_dir, "freeze.txt").write_text("torch==1.0\n")
+    (sim.sys_path(b.remote_dir) / "freeze.txt").write_text("torch==1.0\n")
     with pytest.raises(ToolError, match="missing or damaged"):
         call(RestoreBackup(), ctx, host="sim", backup_id=b.backup_id)
 
@@ -160,7 +166,7 @@ def test_a_backup_rewritten_whole_on_the_host_is_refused_when_this_session_took_
     ctx.known_backup = ledger.find
     b = call(PipFreezeBackup(), ctx, host="sim")
     ledger.register(b.backup)
-    remote = Path(b.remote_dir)
+    remote = sim.sys_path(b.remote_dir)
     freeze = (remote / "freeze.txt").read_text()
     assert "vllm==" in freeze
     (remote / "freeze.txt").write_text("".join(ln for ln in freeze.splitlines(True) if not ln.startswith("vllm==")))
@@ -247,10 +253,10 @@ def test_install_runfile_side_by_side(sim_world, tmp_path):
     ctx = ctx_for(pool, tmp_path)
     ctx.emit = lambda kind, data: events.append((kind, data))
     r = call(InstallRunfile(), ctx, **_runfile_args(sim))
-    assert r.nvcc_version == "13.0" and r.toolkit_path == str(sim.sys_path("/usr/local/cuda-13.0"))
+    assert r.nvcc_version == "13.0" and r.toolkit_path == "/usr/local/cuda-13.0"
     assert r.downloaded and r.checksum_ok
     assert "--toolkit" in r.installer_command and "--driver" not in r.installer_command
-    assert r.symlink_before == r.symlink_after == str(sim.sys_path("/usr/local/cuda-12.8"))
+    assert r.symlink_before == r.symlink_after == "/usr/local/cuda-12.8"
     assert sim.sys_path("/usr/local/cuda-12.8/bin/nvcc").exists(), "the old toolkit must stay"
     assert not r.log_errors and r.log_tail
     assert any(k == "progress" and d.get("step") == "running the installer" for k, d in events)
@@ -301,7 +307,7 @@ def test_install_runfile_can_move_the_symlink_when_asked(tmp_path):
     args = tool.parse_args(_runfile_args(sim, move_symlink=True))
     assert tool.action(args).risk.cls.value == "destructive"
     r = tool.run(ctx_for(pool, tmp_path), args)
-    assert r.symlink_after == str(sim.sys_path("/usr/local/cuda-13.0"))
+    assert r.symlink_after == "/usr/local/cuda-13.0"
     assert json.loads(r.model_dump_json())["symlink_before"].endswith("cuda-12.8")
 
 
@@ -383,7 +389,7 @@ def test_a_cancel_after_the_installer_ran_does_not_hide_the_install(tmp_path):
     ctx.hosts = _CancelAfter(pool, ctx.cancel, "--toolkitpath=")
     r = call(InstallRunfile(), ctx, **_runfile_args(sim))
     assert ctx.cancel.is_set() and r.nvcc_version == "13.0"
-    assert r.symlink_after == str(sim.sys_path("/usr/local/cuda-12.8"))
+    assert r.symlink_after == "/usr/local/cuda-12.8"
 
 
 def test_a_cancel_during_the_installer_says_the_toolkit_may_be_partly_installed(tmp_path):
@@ -398,6 +404,6 @@ def test_a_cancel_during_the_installer_says_the_toolkit_may_be_partly_installed(
     ctx.emit = cancel_when_the_installer_starts
     with pytest.raises(ToolError) as e:
         call(InstallRunfile(), ctx, **_runfile_args(sim))
-    target = sim.sys_path("/usr/local/cuda-13.0")
+    target = "/usr/local/cuda-13.0"
     assert f"cancelled by the operator during running the installer; the command was killed and {target} may be " \
            f"partly installed: check it and remove it before trying again" in str(e.value)

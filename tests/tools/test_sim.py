@@ -1,4 +1,8 @@
-"""The simulated GPU host, driven the way the product drives a host: through LocalHost(sim.host_spec()).
+"""The simulated GPU host, driven the way the product drives a host: through SimHost(sim.host_spec()).
+
+Every command runs inside the sim's sandbox, where its trees lie at the real paths: commands name
+/usr/local/cuda-12.8, /opt/venv/bin/python, /var/log, /tmp as on a GPU box. sim.sys_path(p) is
+where such a path physically lies on this machine, for checks made from outside with pathlib.
 
 Output formats are checked against samples of the real tools in tests/data/sim/ (layout, labels,
 column positions), behaviour against what the real installer, pip, torch and the benchmarks do.
@@ -11,14 +15,18 @@ import json
 import os
 import re
 import shlex
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
-from tools.hosts import HostSpec, LocalHost
+from tools.hosts import HostError, HostSpec, LocalHost, SimHost
+from tools.hosts.sim import sandbox_argv, sshd_force_command
 from tools.sim import Sim, build_sim
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sim"
@@ -39,7 +47,7 @@ def sim(tmp_path):
 
 @pytest.fixture
 def host(sim):
-    return LocalHost(sim.host_spec())
+    return SimHost(sim.host_spec())
 
 
 def run(host, command: str, ok: bool = True, **kwargs):
@@ -55,8 +63,8 @@ def q(path) -> str:
 
 def install_toolkit_13(host, sim, *extra: str):
     rf = sim.runfiles["13.0"]
-    return run(host, f"sh {q(rf.path)} --silent --toolkit --toolkitpath={q(sim.sys_path('/usr/local/cuda-13.0'))} "
-                     f"--no-man-page --tmpdir={q(sim.sys_path('/tmp'))} " + " ".join(extra), ok=False)
+    return run(host, f"sh {q(rf.path)} --silent --toolkit --toolkitpath=/usr/local/cuda-13.0 "
+                     "--no-man-page --tmpdir=/tmp " + " ".join(extra), ok=False)
 
 
 def upgrade_torch_to_cu130(host, sim):
@@ -152,11 +160,14 @@ def test_nvidia_smi_version(host):
 
 def test_nvcc_of_the_installed_toolkit(host, sim):
     assert run(host, "nvcc --version").stdout == fixture("nvcc-12.8.txt")
-    assert run(host, f"{q(sim.sys_path('/usr/local/cuda-12.8'))}/bin/nvcc -V").stdout == fixture("nvcc-12.8.txt")
+    assert run(host, "/usr/local/cuda-12.8/bin/nvcc -V").stdout == fixture("nvcc-12.8.txt")
+    assert run(host, "command -v nvcc").stdout == "/usr/local/cuda/bin/nvcc\n"
     r = run(host, "nvcc", ok=False)
     assert r.exit_code == 1 and "No input files specified" in r.stderr
-    assert run(host, f"readlink {q(sim.sys_path('/usr/local/cuda'))}").stdout.strip() == str(sim.sys_path("/usr/local/cuda-12.8"))
-    version = json.loads(run(host, f"cat {q(sim.sys_path('/usr/local/cuda/version.json'))}").stdout)
+    assert run(host, "readlink /usr/local/cuda").stdout == "/usr/local/cuda-12.8\n"
+    assert os.readlink(sim.sys_path("/usr/local/cuda")) == "/usr/local/cuda-12.8"  # dangles seen from outside
+    assert sim.sys_path("/usr/local/cuda-12.8/bin/nvcc").is_file()
+    version = json.loads(run(host, "cat /usr/local/cuda/version.json").stdout)
     assert version["cuda"] == {"name": "CUDA SDK", "version": "12.8.1"}
 
 
@@ -169,7 +180,7 @@ def test_driver_not_loaded(host, sim):
     assert r.stdout.strip() == "False 0" and "Found no NVIDIA driver on your system" in r.stderr
     sim.set_driver_loaded(True)
     assert "nvidia_uvm" in run(host, "lsmod").stdout
-    assert run(host, f"cat {q(sim.sys_path('/proc/driver/nvidia/version'))}").stdout.startswith(
+    assert run(host, "cat /proc/driver/nvidia/version").stdout.startswith(
         "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  590.48.01")
 
 
@@ -179,60 +190,68 @@ def test_driver_not_loaded(host, sim):
 def test_runfile_is_published_with_checksums(host, sim):
     rf = sim.runfiles["13.0"]
     assert rf.filename == "cuda_13.0.1_580.82.07_linux.run" and rf.driver_version == "580.82.07"
-    assert rf.url == rf.path.as_uri() and rf.size == rf.path.stat().st_size
+    assert rf.path == Path("/srv/nvidia/compute/cuda/13.0.1/local_installers") / rf.filename
+    assert rf.url == rf.path.as_uri() and rf.size == sim.sys_path(str(rf.path)).stat().st_size
+    assert rf.md5sum_url == "file:///srv/nvidia/compute/cuda/13.0.1/docs/sidebar/md5sum.txt"
     assert run(host, f"md5sum {q(rf.path)}").stdout.split()[0] == rf.md5
     assert run(host, f"sha256sum {q(rf.path)}").stdout.split()[0] == rf.sha256
     published = run(host, f"curl -fsS {rf.md5sum_url}").stdout
     assert re.fullmatch(r"[0-9a-f]{32}  cuda_\d+\.\d+\.\d+_[\d.]+_linux\.run\n", fixture("md5sum.txt"))
     assert published == f"{rf.md5}  {rf.filename}\n"
     assert run(host, f"curl -fsS {rf.sha256sum_url}").stdout == f"{rf.sha256}  {rf.filename}\n"
-    dest = sim.sys_path("/root/Downloads") / rf.filename
-    run(host, f"mkdir -p {q(dest.parent)} && curl -fsSL -o {q(dest)} {rf.url} && cd {q(dest.parent)} && "
-              f"curl -fsS {rf.md5sum_url} | md5sum -c -")
+    dest = Path("/root/Downloads") / rf.filename
+    r = run(host, f"mkdir -p {q(dest.parent)} && curl -fsSL -o {q(dest)} {rf.url} && cd {q(dest.parent)} && "
+                  f"curl -fsS {rf.md5sum_url} | md5sum -c -")
+    assert r.stdout == f"{rf.filename}: OK\n"
+    assert sim.sys_path(str(dest)).stat().st_size == rf.size
     assert set(sim.runfiles) == {"12.8", "13.0", "13.1"}
 
 
 def test_runfile_installs_toolkit_side_by_side(host, sim):
-    link_before = run(host, f"readlink {q(sim.sys_path('/usr/local/cuda'))}").stdout
+    link_before = run(host, "readlink /usr/local/cuda").stdout
+    assert link_before == "/usr/local/cuda-12.8\n"
     r = install_toolkit_13(host, sim)
     assert r.exit_code == 0, r.stdout + r.stderr
-    new = sim.sys_path("/usr/local/cuda-13.0")
-    assert run(host, f"{q(new)}/bin/nvcc --version").stdout == fixture("nvcc-13.0.txt")
+    new = "/usr/local/cuda-13.0"
+    assert sim.sys_path(new).is_dir()
+    assert run(host, f"{new}/bin/nvcc --version").stdout == fixture("nvcc-13.0.txt")
     # Side by side: 12.8 untouched, and /usr/local/cuda still points at it.
-    assert run(host, f"readlink {q(sim.sys_path('/usr/local/cuda'))}").stdout == link_before
+    assert run(host, "readlink /usr/local/cuda").stdout == link_before
     assert run(host, "nvcc --version").stdout == fixture("nvcc-12.8.txt")
-    listing = run(host, f"ls {q(new)} {q(new)}/bin {q(new)}/lib64/").stdout.split()
+    listing = run(host, f"ls {new} {new}/bin {new}/lib64/").stdout.split()
     for name in ("bin", "lib64", "include", "version.json", "nvcc", "ptxas", "cuda-uninstaller", "libcudart.so.13",
                  "libcudart.so.13.0.88", "libcublas.so.13"):
         assert name in listing, name
-    assert run(host, f"readlink {q(new)}/lib64").stdout.strip() == "targets/x86_64-linux/lib"
-    assert json.loads(run(host, f"cat {q(new)}/version.json").stdout)["cuda"]["version"] == "13.0.1"
+    assert run(host, f"readlink {new}/lib64").stdout.strip() == "targets/x86_64-linux/lib"
+    assert json.loads(run(host, f"cat {new}/version.json").stdout)["cuda"]["version"] == "13.0.1"
     # The log: the real installer's line format and order, paths as given.
-    log = run(host, f"cat {q(sim.sys_path('/var/log/cuda-installer.log'))}").stdout
+    log = run(host, "cat /var/log/cuda-installer.log").stdout
+    assert log == sim.sys_path("/var/log/cuda-installer.log").read_text()
     assert all(line == "" or re.match(r"\[(INFO|ERROR)\]: ", line) for line in log.splitlines())
-    expected = fixture("cuda-installer.log").replace("=/usr/local/cuda-13.0", f"={new}").replace(
-        "tmpdir=/tmp", f"tmpdir={sim.sys_path('/tmp')}").splitlines()
+    expected = fixture("cuda-installer.log").splitlines()
     lines = iter(log.splitlines())
     assert all(any(line == want for line in lines) for want in expected), log
     # The extraction directory is gone; no man pages were asked for.
-    assert run(host, f"ls -A {q(sim.sys_path('/tmp'))}").stdout == ""
-    assert run(host, f"ls -A {q(sim.sys_path('/usr/share/man/man1'))}").stdout.split() == ["nvcc-12.8.1"]
+    assert run(host, "ls -A /tmp").stdout == ""
+    assert list(sim.sys_path("/tmp").iterdir()) == []
+    assert run(host, "ls -A /usr/share/man/man1").stdout.split() == ["nvcc-12.8.1"]
 
 
 def test_runfile_runs_as_an_executable_too(host, sim):
     rf = sim.runfiles["13.0"]
-    work = sim.sys_path("/root")
-    run(host, f"cp {q(rf.path)} {q(work)}/")
-    r = run(host, f"./{rf.filename} --silent --toolkit --toolkitpath={q(sim.sys_path('/opt/cuda-13.0'))}", cwd=str(work))
+    work = "/root"
+    run(host, f"cp {q(rf.path)} {work}/")
+    r = run(host, f"./{rf.filename} --silent --toolkit --toolkitpath=/opt/cuda-13.0", cwd=work)
     assert r.stdout == "" and r.stderr == ""  # a silent install prints nothing
-    assert "release 13.0, V13.0.88" in run(host, f"{q(sim.sys_path('/opt/cuda-13.0'))}/bin/nvcc --version").stdout
-    assert run(host, f"./{rf.filename} --help", cwd=str(work)).stdout.startswith(f"Usage: sh {rf.filename} [options]")
+    assert "release 13.0, V13.0.88" in run(host, "/opt/cuda-13.0/bin/nvcc --version").stdout
+    assert sim.sys_path("/opt/cuda-13.0/bin/nvcc").is_file()
+    assert run(host, f"./{rf.filename} --help", cwd=work).stdout.startswith(f"Usage: sh {rf.filename} [options]")
 
 
 def test_runfile_default_path_takes_over_the_cuda_symlink(host, sim):
     r = run(host, f"sh {q(sim.runfiles['13.0'].path)} --silent --toolkit")
     assert r.stdout == ""
-    assert run(host, f"readlink {q(sim.sys_path('/usr/local/cuda'))}").stdout.strip() == str(sim.sys_path("/usr/local/cuda-13.0"))
+    assert run(host, "readlink /usr/local/cuda").stdout == "/usr/local/cuda-13.0\n"
     assert run(host, "nvcc --version").stdout == fixture("nvcc-13.0.txt")
     assert sim.sys_path("/usr/local/cuda-12.8/bin/nvcc").exists()
 
@@ -259,13 +278,12 @@ def test_runfile_driver_while_the_module_is_loaded(host, sim, flags):
     r = run(host, f"sh {q(sim.runfiles['13.0'].path)} {flags}", ok=False)
     assert r.exit_code == 1
     assert fixture("nvidia-installer-module-loaded.txt").strip() in r.stdout
-    log_path = sim.sys_path("/var/log/cuda-installer.log")
-    assert f"Installation failed. See log at {log_path} for details." in r.stdout
-    log = log_path.read_text()
+    assert "Installation failed. See log at /var/log/cuda-installer.log for details." in r.stdout
+    log = sim.sys_path("/var/log/cuda-installer.log").read_text()
     for line in fixture("cuda-installer-driver-loaded.log").splitlines()[-5:]:
         if "--no-drm" in flags and line.startswith("[INFO]: Executing"):
             line = line.replace("--install-libglvnd", "--install-libglvnd --no-drm")
-        assert line.replace("/var/log/", str(sim.sys_path("/var/log")) + "/") in log
+        assert line in log
     assert fixture("nvidia-installer-module-loaded.txt").strip() in sim.sys_path("/var/log/nvidia-installer.log").read_text()
     assert "Driver Version: 590.48.01" in run(host, "nvidia-smi").stdout
     assert not sim.sys_path("/usr/local/cuda-13.0").exists()
@@ -282,16 +300,16 @@ def test_runfile_stops_when_the_temp_dir_is_too_small(host, sim):
     sim.set_free_space("/tmp", 2000)
     r = install_toolkit_13(host, sim)
     assert r.exit_code == 1
-    assert r.stdout == fixture("cuda-installer-disk-space.txt").replace("/tmp.", f"{sim.sys_path('/tmp')}.")
+    assert r.stdout == fixture("cuda-installer-disk-space.txt")
     assert not sim.sys_path("/usr/local/cuda-13.0").exists()
     assert "[ERROR]: Disk space check has failed. Installation cannot continue." in \
         sim.sys_path("/var/log/cuda-installer.log").read_text()
     # df agrees with the installer, and another temp dir with room works.
-    avail = run(host, f"df -P -k {q(sim.sys_path('/tmp'))}").stdout.splitlines()[1].split()[3]
-    assert int(avail) == 2000 * 1024
+    df = run(host, "df -P -k /tmp").stdout.splitlines()[1].split()
+    assert int(df[3]) == 2000 * 1024 and df[5] == "/tmp"
     sim.set_free_space("/var/tmp", 50_000)
-    run(host, f"mkdir -p {q(sim.sys_path('/var/tmp'))}")
-    r = install_toolkit_13(host, sim, f"--tmpdir={q(sim.sys_path('/var/tmp'))}")
+    run(host, "mkdir -p /var/tmp")
+    r = install_toolkit_13(host, sim, "--tmpdir=/var/tmp")
     assert r.exit_code == 0, r.stdout
 
 
@@ -299,38 +317,58 @@ def test_runfile_stops_when_the_target_disk_is_too_small(host, sim):
     sim.set_free_space("/usr/local", 3000)
     r = install_toolkit_13(host, sim)
     assert r.exit_code == 1
-    assert r.stdout.startswith(f"Not enough space on parition mounted at {sim.sys_path('/usr/local')}.\nNeed 7152115712 bytes.")
+    assert r.stdout.startswith("Not enough space on parition mounted at /usr/local.\nNeed 7152115712 bytes.")
+    assert not sim.sys_path("/usr/local/cuda-13.0").exists()
 
 
 def test_runfile_over_an_existing_toolkit_upgrades_it_in_place(host, sim):
     # The real installer does not refuse an existing toolkit directory in silent mode: it
     # installs over it. (--override is about compiler and package-manager checks.)
     assert install_toolkit_13(host, sim).exit_code == 0
-    stale = sim.sys_path("/usr/local/cuda-13.0/bin/nvcc")
-    stale.write_text("#!/bin/sh\necho broken\n")
+    stale = "/usr/local/cuda-13.0/bin/nvcc"
+    sim.sys_path(stale).write_text("#!/bin/sh\necho broken\n")
+    assert run(host, f"{stale} --version").stdout == "broken\n"
     r = install_toolkit_13(host, sim)
     assert r.exit_code == 0, r.stdout
-    assert run(host, f"{q(stale)} --version").stdout == fixture("nvcc-13.0.txt")
+    assert run(host, f"{stale} --version").stdout == fixture("nvcc-13.0.txt")
 
 
 def test_runfile_refuses_to_write_outside_the_sim_root(host, sim, tmp_path):
+    """The installer aimed at this machine's own paths cannot reach them: this machine's OS is
+    read-only inside the sandbox, and its other directories are not there at all."""
+    rf = q(sim.runfiles["13.0"].path)
+    tag = unique_name()
+    # This machine's OS trees: the install fails, and nothing appears here.
+    for flag, target in (("--toolkitpath", f"/usr/lib/{tag}/cuda-13.0"), ("--toolkitpath", f"/etc/{tag}"),
+                         ("--tmpdir", f"/usr/lib/{tag}")):
+        r = run(host, f"sh {rf} --silent --toolkit {flag}={target}", ok=False)
+        assert r.exit_code != 0, f"{flag}={target}: {r.stdout}{r.stderr}"
+        assert "Read-only file system" in r.stdout + r.stderr, r.stdout + r.stderr
+        assert not Path(target).exists() and not Path(f"/usr/lib/{tag}").exists()
+        assert not sim.sys_path("/usr/local/cuda-13.0").exists()
+    assert "Installed: CUDA Toolkit" not in sim.sys_path("/var/log/cuda-installer.log").read_text()
+    # A directory of this test under this machine's /tmp: inside, /tmp is the sim's, so that is where
+    # the toolkit lands; this machine's directory stays as it was.
     outside = tmp_path / "elsewhere" / "cuda-13.0"
-    r = run(host, f"sh {q(sim.runfiles['13.0'].path)} --silent --toolkit --toolkitpath={q(outside)}", ok=False)
-    assert r.exit_code == 134
-    assert f'boost::filesystem::create_directories: Permission denied: "{outside}"' in r.stderr
+    r = run(host, f"sh {rf} --silent --toolkit --toolkitpath={q(outside)}", ok=False)
     assert not (tmp_path / "elsewhere").exists()
-    r = run(host, f"sh {q(sim.runfiles['13.0'].path)} --silent --toolkit --toolkitpath=/usr/local/cuda-13.0", ok=False)
-    assert r.exit_code == 134 and 'Permission denied: "/usr/local/cuda-13.0"' in r.stderr
-    r = run(host, f"sh {q(sim.runfiles['13.0'].path)} --silent --toolkit --tmpdir={q(tmp_path / 'scratch')}", ok=False)
-    assert r.exit_code == 134 and not (tmp_path / "scratch").exists()
+    assert r.exit_code != 0 or sim.sys_path(str(outside / "bin" / "nvcc")).is_file()
+    # The worktree this test runs from (a directory of this machine outside its OS trees) is not
+    # in the sandbox: whatever the installer does there, this machine's copy is untouched.
+    here = REPO.parent / tag
+    run(host, f"test ! -e {q(REPO)}")
+    run(host, f"sh {rf} --silent --toolkit --toolkitpath={q(here / 'cuda-13.0')}", ok=False)
+    assert not here.exists()
+    run(host, f"sh {rf} --silent --toolkit --tmpdir={q(tmp_path / 'scratch')}", ok=False)
+    assert not (tmp_path / "scratch").exists()
 
 
 def test_runfile_compiler_check_and_override(tmp_path):
     sim = build_sim(tmp_path / "nogcc", gcc=None)
-    host = LocalHost(sim.host_spec())
+    host = SimHost(sim.host_spec())
     r = install_toolkit_13(host, sim)
     assert r.exit_code == 1
-    assert r.stdout == f"Failed to verify gcc version. See log at {sim.sys_path('/var/log/cuda-installer.log')} for details.\n"
+    assert r.stdout == "Failed to verify gcc version. See log at /var/log/cuda-installer.log for details.\n"
     assert "[ERROR]: Missing gcc. gcc is required to continue." in sim.sys_path("/var/log/cuda-installer.log").read_text()
     assert install_toolkit_13(host, sim, "--override").exit_code == 0
 
@@ -340,10 +378,13 @@ def test_runfile_compiler_check_and_override(tmp_path):
 
 def test_venv_is_real_and_belongs_to_the_sim(host, sim):
     assert run(host, f"{q(sim.python)} -m pip freeze").stdout == fixture("pip-freeze-cu128.txt")
-    venv = sim.sys_path("/opt/venv")
-    assert f"from {venv}/lib/python" in run(host, f"{q(venv)}/bin/pip --version").stdout
-    assert run(host, f"{q(venv)}/bin/vllm --version").stdout == "0.16.0\n"
-    assert re.fullmatch(rf"#!{re.escape(str(venv))}/bin/python[\d.]*\n", run(host, f"head -1 {q(venv)}/bin/pip").stdout)
+    assert sim.python == "/opt/venv/bin/python"
+    venv = "/opt/venv"
+    assert f"from {venv}/lib/python" in run(host, f"{venv}/bin/pip --version").stdout
+    assert run(host, f"{venv}/bin/vllm --version").stdout == "0.16.0\n"
+    assert re.fullmatch(rf"#!{re.escape(venv)}/bin/python[\d.]*\n", run(host, f"head -1 {venv}/bin/pip").stdout)
+    assert run(host, "python -c 'import sys; print(sys.prefix)'").stdout == f"{venv}\n"  # first on PATH
+    assert sim.sys_path(f"{venv}/pyvenv.cfg").is_file()
     assert run(host, f"{q(sim.python)} -m pip check").stdout.startswith("No broken requirements found")
     probe = ("import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), "
              "torch.cuda.device_count(), torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0), "
@@ -358,10 +399,13 @@ def test_venv_is_real_and_belongs_to_the_sim(host, sim):
 def test_deep_sim_path_gets_shebangs_that_still_work(tmp_path):
     deep = tmp_path / ("d" * 60) / ("e" * 60) / "gpu-box"
     sim = build_sim(deep)
-    host = LocalHost(sim.host_spec())
-    assert len(f"#!{sim.python}") > 127
-    assert run(host, f"{q(sim.sys_path('/opt/venv/bin/vllm'))} --version").stdout == "0.16.0\n"
-    assert "pip" in run(host, f"{q(sim.sys_path('/opt/venv/bin/pip'))} --version").stdout
+    host = SimHost(sim.host_spec())
+    # Where the venv lies on this machine is too long for a #! line (the kernel's limit is 127 bytes);
+    # inside the sandbox it is /opt/venv, and the scripts' shebangs name that.
+    assert len(f"#!{sim.sys_path(sim.python)}") > 127
+    assert re.fullmatch(r"#!/opt/venv/bin/python[\d.]*\n", run(host, "head -1 /opt/venv/bin/vllm").stdout)
+    assert run(host, "/opt/venv/bin/vllm --version").stdout == "0.16.0\n"
+    assert "pip" in run(host, "/opt/venv/bin/pip --version").stdout
 
 
 def test_torch_upgrade_to_cu130_through_pip(host, sim):
@@ -382,8 +426,9 @@ def test_torch_upgrade_to_cu130_through_pip(host, sim):
 def test_default_index_is_the_sims_own_pypi(host, sim):
     config = run(host, f"{q(sim.python)} -m pip config list").stdout
     assert f"global.index-url='{sim.index_urls['pypi']}'" in config
-    r = run(host, f"{q(sim.python)} -m pip download --no-deps -d {q(sim.sys_path('/root/wheels'))} torch==2.10.0+cu128")
+    r = run(host, f"{q(sim.python)} -m pip download --no-deps -d /root/wheels torch==2.10.0+cu128")
     assert "torch-2.10.0+cu128-py3-none-any.whl" in r.stdout
+    assert sim.sys_path("/root/wheels/torch-2.10.0+cu128-py3-none-any.whl").is_file()
     r = run(host, f"{q(sim.python)} -m pip install torch==2.10.0+cu130", ok=False)
     assert r.exit_code != 0 and "No matching distribution found for torch==2.10.0+cu130" in r.stderr
 
@@ -422,7 +467,7 @@ def test_bench_noise_and_mean(host, sim):
 def test_bench_after_the_upgrade(host, sim):
     assert install_toolkit_13(host, sim).exit_code == 0
     upgrade_torch_to_cu130(host, sim)
-    cuda_home = f"CUDA_HOME={q(sim.sys_path('/usr/local/cuda-13.0'))} "
+    cuda_home = "CUDA_HOME=/usr/local/cuda-13.0 "
     values = [output_throughput(run(host, cuda_home + BENCH.format(py=q(sim.python))).stdout) for _ in range(3)]
     assert all(abs(v - 96.1) <= 0.5 + 1e-9 for v in values), values
     # Without CUDA_HOME the JIT uses /usr/local/cuda, still 12.8: the real torch error.
@@ -432,7 +477,8 @@ def test_bench_after_the_upgrade(host, sim):
             "PyTorch (13.0). Please make sure to use the same CUDA versions.") in r.stderr
     assert "Serving Benchmark Result" not in r.stdout
     # Moving the symlink fixes it the other way round.
-    run(host, f"ln -sfn {q(sim.sys_path('/usr/local/cuda-13.0'))} {q(sim.sys_path('/usr/local/cuda'))}")
+    run(host, "ln -sfn /usr/local/cuda-13.0 /usr/local/cuda")
+    assert os.readlink(sim.sys_path("/usr/local/cuda")) == "/usr/local/cuda-13.0"
     assert abs(output_throughput(run(host, BENCH.format(py=q(sim.python))).stdout) - 96.1) <= 0.5 + 1e-9
 
 
@@ -440,7 +486,7 @@ def test_bench_fails_like_the_real_stack_when_pieces_do_not_match(host, sim):
     py = q(sim.python)
     # torch cu130 with sgl-kernel still built for CUDA 12: the loader cannot find libcudart.so.12.
     run(host, f"{py} -m pip install --no-deps --index-url {sim.index_urls['cu130']} torch==2.10.0+cu130")
-    cuda_home = f"CUDA_HOME={q(sim.sys_path('/usr/local/cuda-13.0'))} "
+    cuda_home = "CUDA_HOME=/usr/local/cuda-13.0 "
     assert install_toolkit_13(host, sim).exit_code == 0
     r = run(host, cuda_home + BENCH.format(py=py), ok=False)
     assert r.exit_code == 1
@@ -453,7 +499,7 @@ def test_bench_fails_like_the_real_stack_when_pieces_do_not_match(host, sim):
 
 def test_bench_with_a_driver_too_old_for_torch(tmp_path):
     sim = build_sim(tmp_path / "old-driver", driver_version="570.124.06")
-    host = LocalHost(sim.host_spec())
+    host = SimHost(sim.host_spec())
     assert "CUDA Version: 12.8" in run(host, "nvidia-smi").stdout
     upgrade_torch_to_cu130(host, sim)
     r = run(host, BENCH.format(py=q(sim.python)), ok=False)
@@ -463,7 +509,7 @@ def test_bench_with_a_driver_too_old_for_torch(tmp_path):
 def test_vllm_bench_serve_and_bench_one_batch_formats(host, sim):
     py = q(sim.python)
     args = "bench serve --model m --num-prompts 10 --max-concurrency 1 --random-input-len 512 --random-output-len 128"
-    for command in (f"{py} -m vllm.entrypoints.cli.main {args}", f"{q(sim.sys_path('/opt/venv/bin/vllm'))} {args}"):
+    for command in (f"{py} -m vllm.entrypoints.cli.main {args}", f"/opt/venv/bin/vllm {args}"):
         r = run(host, command)
         block = r.stdout[r.stdout.index("============ Serving Benchmark Result"):]
         assert bench_layout(block) == bench_layout(fixture("vllm-bench-serve.txt"))
@@ -481,18 +527,20 @@ def test_vllm_bench_serve_and_bench_one_batch_formats(host, sim):
 
 def test_two_sims_never_interfere(tmp_path):
     a, b = build_sim(tmp_path / "a"), build_sim(tmp_path / "b")
-    ha, hb = LocalHost(a.host_spec("a")), LocalHost(b.host_spec("b"))
+    ha, hb = SimHost(a.host_spec("a")), SimHost(b.host_spec("b"))
     before = {cmd: run(hb, cmd.format(py=q(b.python))).stdout for cmd in (
         "nvidia-smi -L", "nvcc --version", "{py} -m pip freeze", "readlink $(dirname $(dirname $(command -v nvcc)))")}
     a.set_driver_loaded(False)
     a.set_free_space("/tmp", 10)
-    run(ha, f"sh {q(a.runfiles['13.0'].path)} --silent --toolkit --tmpdir={q(a.sys_path('/root'))}")
+    run(ha, f"sh {q(a.runfiles['13.0'].path)} --silent --toolkit --tmpdir=/root")
+    assert run(ha, "readlink /usr/local/cuda").stdout == "/usr/local/cuda-13.0\n"
     upgrade_torch_to_cu130(ha, a)
     after = {cmd: run(hb, cmd.format(py=q(b.python))).stdout for cmd in before}
     assert after == before
     assert "nvcc --version" in before and "release 12.8" in after["nvcc --version"]
     assert abs(output_throughput(run(hb, BENCH.format(py=q(b.python))).stdout) - 89.5) <= 0.5 + 1e-9
-    assert not b.sys_path("/usr/local/cuda-13.0").exists()
+    assert not b.sys_path("/usr/local/cuda-13.0").exists() and a.sys_path("/usr/local/cuda-13.0").is_dir()
+    assert os.readlink(b.sys_path("/usr/local/cuda")) == "/usr/local/cuda-12.8"
 
 
 def snapshot(directory: Path, skip: Path) -> dict[str, tuple]:
@@ -514,23 +562,97 @@ def test_nothing_is_written_outside_the_sim_root(tmp_path):
     sim = build_sim(tmp_path / "gpu-box")
     (tmp_path / "home").mkdir()
     (tmp_path / "work").mkdir()
-    env = {"HOME": str(tmp_path / "home")}
-    host = LocalHost(sim.host_spec())
+    host = SimHost(sim.host_spec())
     before = snapshot(tmp_path, sim.root)
+    real_trees = {tree: sorted(os.listdir(tree)) for tree in ("/usr/local", "/opt", "/srv")}
     py = q(sim.python)
-    for command in ("nvidia-smi", "nvidia-smi -q", "nvcc --version", f"df -h {q(sim.sys_path('/tmp'))}", "lsmod",
+    # The session's own way (HOME /root, the sim's cwd) and this machine's paths named outright: a HOME
+    # and a working directory under this test's tmp_path lie, inside the sandbox, in the sim's /tmp.
+    env = {"HOME": str(tmp_path / "home")}
+    work = str(tmp_path / "work")
+    run(host, f"mkdir -p {q(work)} {q(env['HOME'])} && touch {q(work)}/written")
+    for command in ("nvidia-smi", "nvidia-smi -q", "nvcc --version", "df -h /tmp", "lsmod",
                     f"{py} -m pip freeze", f"{py} -m torch.utils.collect_env", f"{py} -m sglang.check_env"):
-        run(host, command, cwd=str(tmp_path / "work"), env=env)
+        run(host, command, cwd=work, env=env)
+        run(host, command, cwd="/root")
     assert install_toolkit_13(host, sim).exit_code == 0
-    run(host, f"sh {q(sim.runfiles['13.0'].path)} --silent --driver", ok=False, cwd=str(tmp_path / "work"), env=env)
+    run(host, f"sh {q(sim.runfiles['13.0'].path)} --silent --driver", ok=False, cwd=work, env=env)
     run(host, f"{py} -m pip install --index-url {sim.index_urls['cu130']} torch==2.10.0+cu130 sgl-kernel==0.3.21+cu130",
-        cwd=str(tmp_path / "work"), env=env)
-    env["CUDA_HOME"] = str(sim.sys_path("/usr/local/cuda-13.0"))
-    run(host, BENCH.format(py=py), cwd=str(tmp_path / "work"), env=env)
-    run(host, f"{py} -m sglang.bench_one_batch --model-path m", cwd=str(tmp_path / "work"), env=env)
-    run(host, f"{q(sim.sys_path('/opt/venv/bin/vllm'))} bench serve --num-prompts 5", cwd=str(tmp_path / "work"),
-        env=env, ok=False)
+        cwd=work, env=env)
+    env["CUDA_HOME"] = "/usr/local/cuda-13.0"
+    run(host, BENCH.format(py=py), cwd=work, env=env)
+    run(host, f"{py} -m sglang.bench_one_batch --model-path m", cwd=work, env=env)
+    run(host, "/opt/venv/bin/vllm bench serve --num-prompts 5", cwd=work, env=env, ok=False)
     assert snapshot(tmp_path, sim.root) == before
+    assert {tree: sorted(os.listdir(tree)) for tree in real_trees} == real_trees
+    assert sim.sys_path(f"{work}/written").is_file()  # where the write went: the sim's /tmp
+
+
+def unique_name() -> str:
+    return f"upgrade-agent-test-{uuid.uuid4().hex[:12]}"
+
+
+def test_a_destructive_step_on_the_sim_changes_only_the_sim(host, sim):
+    """`rm -rf` on a system path deletes the sim's copy, never this machine's."""
+    # A directory of this machine's /usr/local, a tree the sim shadows with its own. (As a user who may
+    # not write there, the test still checks that this machine's /usr/local is left as it was.)
+    marker = Path("/usr/local") / unique_name()
+    if os.access("/usr/local", os.W_OK):
+        marker.mkdir()
+        (marker / "keep").write_text("this machine's\n")
+    try:
+        # The sandbox first: this machine's directory must not be visible in the sim's /usr/local.
+        assert run(host, f"test -e {q(marker)}", ok=False).exit_code == 1, "the sim sees this machine's /usr/local"
+        real_local = sorted(os.listdir("/usr/local"))
+        r = run(host, f"rm -rf /usr/local/cuda-12.8 {q(marker)} && ls /usr/local")
+        assert "cuda-12.8" not in r.stdout.split() and marker.name not in r.stdout
+        assert not sim.sys_path("/usr/local/cuda-12.8").exists()
+        assert sim.sys_path("/usr/local/cuda").is_symlink()  # the sim's link now dangles, as it would on a box
+        assert run(host, "nvcc --version", ok=False).exit_code == 127
+        # This machine: the marker and the rest of /usr/local as they were.
+        assert not marker.exists() or (marker / "keep").read_text() == "this machine's\n"
+        assert sorted(os.listdir("/usr/local")) == real_local
+        # Its OS is read-only inside: a write there fails and changes nothing here.
+        victim = Path("/usr/lib") / unique_name()
+        r = run(host, f"touch {q(victim)}", ok=False)
+        assert r.exit_code == 1 and "Read-only file system" in r.stderr
+        assert not victim.exists()
+        r = run(host, f"rm -rf {q(marker)} /usr/share/man/man1 && ls /usr/share/man", ok=False)
+        assert r.exit_code == 0 and "man1" not in r.stdout.split()
+        assert not sim.sys_path("/usr/share/man/man1").exists()
+        assert sorted(os.listdir("/usr/local")) == real_local
+    finally:
+        shutil.rmtree(marker, ignore_errors=True)
+
+
+def test_the_sim_is_a_machine_of_its_own(sim):
+    """Its processes, its name and its root directory: none of this machine's show through."""
+    host = SimHost(sim.host_spec("gpu-box-7"))
+    alone = run(host, "ps aux").stdout.splitlines()
+    assert len(alone) == 2 and alone[1].split()[1] == "1" and alone[1].endswith(" ps aux"), alone
+    r = run(host, "sleep 30 & ps aux; kill %1")
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:2] == ["USER", "PID"]
+    commands = [line.split(None, 10)[10] for line in lines[1:]]
+    pids = [int(line.split()[1]) for line in lines[1:]]
+    assert any(c.startswith("ps aux") for c in commands) and "sleep 30" in commands, commands
+    assert len(commands) <= 4, commands  # the shell, sleep, ps: nothing of this machine
+    assert max(pids) < 20, pids  # numbered from 1 in a PID namespace of its own
+    assert not any("pytest" in c or "bwrap" in c for c in commands), r.stdout
+    assert str(sim.root) not in r.stdout
+    assert run(host, "hostname").stdout == "gpu-box-7\n"
+    assert run(host, "cat /proc/sys/kernel/hostname").stdout == "gpu-box-7\n"
+    assert socket.gethostname() != "gpu-box-7"
+    top = run(host, "ls /").stdout.split()
+    for present in ("usr", "opt", "srv", "tmp", "root", "var", "etc"):
+        assert present in top, top
+    for absent in {"work", "home", REPO.parts[1]}:
+        if Path("/" + absent).is_dir():  # this machine has it, the sim does not
+            assert absent not in top, top
+    assert run(host, f"ls {q(REPO)}", ok=False).exit_code == 2
+    # Where its commands ran from is its own too: its home, and not this machine's cwd.
+    assert run(host, "pwd; echo $HOME").stdout == "/root\n/root\n"
+    assert str(sim.root) not in run(host, "env; df -h /tmp /usr/local /opt /; cat /proc/self/cmdline /proc/1/cmdline").stdout
 
 
 # --------------------------------------------------------------------------- entry points and transports
@@ -541,8 +663,11 @@ def test_build_command_prints_the_host_spec(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     spec = HostSpec(**json.loads(r.stdout))
-    assert spec.name == "sim" and spec.transport == "local" and spec.sysroot == str(tmp_path / "cli-box")
-    assert "Driver Version: 590.48.01" in LocalHost(spec).run("nvidia-smi").stdout
+    assert spec.name == "sim" and spec.transport == "sim" and spec.sim_root == str(tmp_path / "cli-box")
+    assert spec.python == "/opt/venv/bin/python"
+    assert "Driver Version: 590.48.01" in SimHost(spec).run("nvidia-smi").stdout
+    with pytest.raises(HostError):
+        LocalHost(spec)  # its paths are real only inside its sandbox
     assert build_sim.__doc__ and dataclasses.is_dataclass(spec)
 
 
@@ -560,17 +685,31 @@ def test_build_refuses_a_directory_in_use(tmp_path):
         build_sim(tmp_path / "busy")
 
 
-def test_same_results_over_ssh(sim, host, ssh_world, sshd):
-    ssh_world.add_host_alias("box", sshd)
-    remote = ssh_world.pool(sim.host_spec("sim-ssh", transport="ssh", target="box")).get("sim-ssh")
+def test_same_results_over_ssh(sim, host, ssh_world, sshd_factory):
+    """A sim reached over SSH: an sshd whose sessions enter the sim's sandbox, as a GPU box's sshd
+    runs them on the box."""
+    force = sshd_force_command(sim.root)
+    sandbox = shlex.join([*sandbox_argv(sim.root, "sim"), "bash", "--noprofile", "--norc", "-c"])
+    assert force == f'{sandbox} "$SSH_ORIGINAL_COMMAND"'
+    server = sshd_factory("sim-sshd", extra_config=f"ForceCommand {force}\n")
+    ssh_world.add_host_alias("box", server)
+    spec = dataclasses.replace(sim.host_spec("sim-ssh"), transport="ssh", target="box", sim_root=None)
+    remote = ssh_world.pool(spec).get("sim-ssh")
+    real_local = sorted(os.listdir("/usr/local"))
+    assert run(remote, "hostname; readlink /usr/local/cuda; test ! -e /work && echo sandboxed").stdout == \
+        "sim\n/usr/local/cuda-12.8\nsandboxed\n"
     for command in ("nvidia-smi -L", "nvcc --version", f"{q(sim.python)} -m pip freeze",
-                    "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader"):
-        assert run(remote, command).stdout == run(host, command).stdout
+                    "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader", "command -v nvcc python",
+                    "ls /usr/local /srv/pypi"):
+        assert run(remote, command).stdout == run(host, command).stdout, command
     r = run(remote, BENCH.format(py=q(sim.python)))
     assert abs(output_throughput(r.stdout) - 89.5) <= 0.5 + 1e-9
     rf = sim.runfiles["13.0"]
-    run(remote, f"sh {q(rf.path)} --silent --toolkit --toolkitpath={q(sim.sys_path('/usr/local/cuda-13.0'))}")
-    assert run(host, f"{q(sim.sys_path('/usr/local/cuda-13.0'))}/bin/nvcc --version").stdout == fixture("nvcc-13.0.txt")
+    run(remote, f"sh {q(rf.path)} --silent --toolkit --toolkitpath=/usr/local/cuda-13.0")
+    assert run(host, "/usr/local/cuda-13.0/bin/nvcc --version").stdout == fixture("nvcc-13.0.txt")
+    assert sim.sys_path("/usr/local/cuda-13.0/bin/nvcc").is_file()
+    assert "[INFO]: Setting toolkitpath=/usr/local/cuda-13.0" in sim.sys_path("/var/log/cuda-installer.log").read_text()
+    assert sorted(os.listdir("/usr/local")) == real_local  # this machine's /usr/local: as it was
 
 
 def test_cold_cache_build_ignores_the_callers_pythonpath(tmp_path, monkeypatch):
@@ -584,8 +723,9 @@ def test_cold_cache_build_ignores_the_callers_pythonpath(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(site))
     sim = build_sim(tmp_path / "gpu", cache_dir=tmp_path / "cold-cache")
     assert (tmp_path / "cold-cache").is_dir()
-    freeze = subprocess.run([sim.python, "-m", "pip", "freeze"], capture_output=True, text=True,
-                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, check=True).stdout
+    monkeypatch.delenv("PYTHONPATH")
+    freeze = run(SimHost(sim.host_spec()), f"{q(sim.python)} -m pip freeze").stdout
+    assert "broken-checkout" not in freeze
     assert "torch==2.10.0+cu128" in freeze
 
 

@@ -1,4 +1,4 @@
-"""Hosts: one interface, two transports (local subprocess, SSH through paramiko).
+"""Hosts: one interface, three transports (local subprocess, SSH through paramiko, a sim in a sandbox).
 
 Every command runs as `bash --noprofile --norc -c COMMAND` with PATH set explicitly, so
 aliases and profile scripts cannot change what runs. stdout and stderr are drained
@@ -10,6 +10,7 @@ The modules, each with one job (none of them imports this package, so there is n
 - base.py: what every transport shares: the errors, HostSpec, SSHSettings, CommandResult,
   the command helpers (wrap_command, command_subject, ...) and the Host interface
 - local.py: LocalHost, commands on this machine through subprocess
+- sim.py: SimHost, a simulated GPU host's commands in a bubblewrap sandbox at real paths
 - pool.py: HostPool, the hosts of a session, opened on first use
 - ssh.py: SSHHost, the SSH transport (connections, jump hosts, host keys), with
   ssh_config.py (where a host is: ~/.ssh/config and targets), ssh_auth.py (key
@@ -42,6 +43,7 @@ from tools.hosts.base import (
 )
 from tools.hosts.local import LocalHost
 from tools.hosts.pool import HostPool
+from tools.hosts.sim import SandboxUnavailable, SimHost
 
 __all__ = [
     "DEFAULT_PATH",
@@ -55,6 +57,8 @@ __all__ = [
     "HostSpec",
     "LocalHost",
     "OutputListener",
+    "SandboxUnavailable",
+    "SimHost",
     "SSHSettings",
     "UnknownHostKeyError",
     "acquire_slot",

@@ -89,25 +89,18 @@ class HostSpec:
     """How to reach one host and what is particular about it."""
 
     name: str  # how the operator and the model name it ("sim", "gpu1", "root@10.0.0.5")
-    transport: Literal["local", "ssh"] = "ssh"
+    transport: Literal["local", "ssh", "sim"] = "ssh"
     target: str | None = None  # ssh: user@host[:port] or a ~/.ssh/config alias; default: name
     path_prefix: list[str] = field(default_factory=list)  # directories put in front of PATH
     env: dict[str, str] = field(default_factory=dict)  # extra environment for every command
-    # Filesystem root for the system paths tools use (/usr/local/cuda-X.Y, /var/log, /tmp):
-    # "/" on a real host; a directory of its own for the simulated GPU host or a mounted image.
-    sysroot: str = "/"
+    # sim: where the simulated machine's trees lie on this machine; its commands see them at real paths.
+    sim_root: str | None = None
     python: str | None = None  # the interpreter of interest (a venv's python); default python3 on PATH
     max_sessions: int = 8  # commands at once; below OpenSSH's MaxSessions of 10
     trust_host_key: str | None = None  # a fingerprint the operator trusts explicitly (SHA256:...)
 
     def path(self) -> str:
         return ":".join([*self.path_prefix, DEFAULT_PATH])
-
-    def sys_path(self, path: str) -> str:
-        """A system path ("/usr/local/cuda") as it lies on this host, under its sysroot."""
-        if self.sysroot in ("", "/") or not path.startswith("/"):
-            return path
-        return self.sysroot.rstrip("/") + path
 
 
 @dataclass

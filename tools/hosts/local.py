@@ -21,6 +21,9 @@ class LocalHost(Host):
     """Commands on this machine through subprocess (the agent running on the GPU box itself, the demo)."""
 
     def __init__(self, spec: HostSpec):
+        if spec.transport == "sim" and type(self) is LocalHost:
+            # A sim's paths are real only inside its sandbox: run here, its commands would act on this machine.
+            raise HostError(f"{spec.name}: a simulated host runs in its sandbox (SimHost), never on this machine")
         self.spec = spec
         self._slots = threading.BoundedSemaphore(max(1, spec.max_sessions))
 
@@ -29,19 +32,20 @@ class LocalHost(Host):
         if pty:
             raise HostError(f"{self.name}: a terminal (pty) is only available over SSH; run without pty")
         check_env_names(env or {})
-        full_env = {"PATH": self.spec.path(), "HOME": os.environ.get("HOME", "/"), "LANG": "C.UTF-8",
+        full_env = {"PATH": self.spec.path(), "HOME": self._home(), "LANG": "C.UTF-8",
                     **self.spec.env, **(env or {})}
         start = time.monotonic()
         if not acquire_slot(self._slots, cancel):
             return CommandResult(command, None, "", "", time.monotonic() - start, cancelled=True), b""
         try:
+            argv, popen_cwd = self._argv(command, cwd)
             try:
                 proc = subprocess.Popen(
-                    ["bash", "--noprofile", "--norc", "-c", command],
+                    argv,
                     stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
-                    cwd=cwd,
+                    cwd=popen_cwd,
                     env=full_env,
                     start_new_session=True,  # its own process group, so a timeout kills all of it
                 )
@@ -68,6 +72,14 @@ class LocalHost(Host):
             cancelled=cancelled,
             hint=sudo_hint(stderr),
         ), out
+
+
+    def _argv(self, command: str, cwd: str | None) -> tuple[list[str], str | None]:
+        """The program line that runs `command`, and the directory to start it in."""
+        return ["bash", "--noprofile", "--norc", "-c", command], cwd
+
+    def _home(self) -> str:
+        return os.environ.get("HOME", "/")
 
 
 def _feed(proc: subprocess.Popen, data: bytes) -> None:

@@ -11,6 +11,7 @@ from typing import Callable
 
 from tools.hosts.base import Host, HostError, HostSpec, SSHSettings
 from tools.hosts.local import LocalHost
+from tools.hosts.sim import SimHost
 
 
 class HostPool:
@@ -64,6 +65,8 @@ class HostPool:
     def _open(self, spec: HostSpec) -> Host:
         if spec.transport == "local":
             return LocalHost(spec)
+        if spec.transport == "sim":
+            return SimHost(spec)
         from tools.hosts.ssh import SSHHost  # lazy: paramiko is loaded only when a session uses SSH
 
         return SSHHost(spec, on_event=self.on_event, settings=self.settings)

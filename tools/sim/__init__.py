@@ -1,11 +1,13 @@
 """A simulated GPU host: a directory that behaves like the CUDA 12.8 machine of the upgrade story.
 
     sim = build_sim(tmp_path / "gpu")
-    host = LocalHost(sim.host_spec())
+    host = SimHost(sim.host_spec())
     host.run("nvidia-smi")                         # the real table, 8 RTX PRO 6000 Blackwell cards
-    host.run(f"{sim.python} -m pip freeze")        # torch==2.10.0+cu128, ...
+    host.run("python -m pip freeze")               # torch==2.10.0+cu128, ... (/opt/venv/bin/python)
 
-Layout of a sim root (system paths live under it, the way HostSpec.sysroot describes):
+Every command runs in a bubblewrap sandbox (tools/hosts/sim.py) that binds the root's trees at
+the paths a real host has them: /usr/local/cuda-12.8, /opt/venv, /srv, /tmp, /root. Layout of a
+sim root on this machine:
 
     .sim/state.json            the machine: GPUs, driver (version, loaded), free space, gcc
     .sim/lib/simhost/          the code its commands run (standard library only)
@@ -16,8 +18,10 @@ Layout of a sim root (system paths live under it, the way HostSpec.sysroot descr
     srv/nvidia/compute/cuda/<ver>/     runfiles with md5sum.txt and sha256sum.txt
     var/log/, tmp/, proc/driver/nvidia/version
 
-Nothing needs an environment variable: every command finds the root from its own location, so
-the same commands work through the local transport and over SSH with only PATH set.
+    usr/bin/                   the sim's nvidia-smi, df and lsmod, and links to this machine's programs
+
+Nothing needs an environment variable: the sim's programs find their state by walking up from
+their own location to /.sim/state.json.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ from .venv import SimBuildError
 __all__ = ["Sim", "RunfileInfo", "SimBuildError", "build_sim", "RELEASES"]
 
 RELEASES = _toolkit.RELEASES
+# The host's own PyPI and PyTorch's wheel indexes, mirrored on the host (paths as the host sees them).
+INDEX_URLS = {"pypi": "file:///srv/pypi/simple", "cu128": "file:///srv/pypi/simple-cu128",
+              "cu130": "file:///srv/pypi/simple-cu130"}
 
 
 @dataclass(frozen=True)
@@ -71,23 +78,22 @@ class Sim:
         root = Path(root).absolute()
         if _state.find_root(root) != Path(os.path.realpath(root)):
             raise FileNotFoundError(f"{root} is not the root of a simulated GPU host (no .sim/state.json)")
-        return cls(root=root, python=str(root / "opt" / "venv" / "bin" / "python"), bin_dir=root / "usr" / "bin",
-                   index_urls=_index_urls(root), runfiles={key: _runfile_info(root, key) for key in RELEASES})
+        return cls(root=root, python="/opt/venv/bin/python", bin_dir=Path("/usr/bin"),
+                   index_urls=dict(INDEX_URLS), runfiles={key: _runfile_info(root, key) for key in RELEASES})
 
-    def host_spec(self, name: str = "sim", transport: str = "local", target: str | None = None) -> HostSpec:
+    def host_spec(self, name: str = "sim") -> HostSpec:
+        """The host as a session names it: the sim transport, every command in the sim's sandbox."""
         return HostSpec(
             name=name,
-            transport=transport,  # type: ignore[arg-type]
-            target=target,
+            transport="sim",
+            sim_root=str(self.root),
             # The venv first, as on a box whose engineers activate it: `python -m pip ...` means it.
-            path_prefix=[str(Path(self.python).parent), str(self.bin_dir),
-                         str(self.root / "usr" / "local" / "cuda" / "bin")],
-            sysroot=str(self.root),
+            path_prefix=[str(Path(self.python).parent), "/usr/local/cuda/bin"],
             python=self.python,
         )
 
     def sys_path(self, path: str) -> Path:
-        """Where a system path ("/usr/local/cuda-13.0") lies in this sim."""
+        """Where a system path ("/usr/local/cuda-13.0") of the sim lies on this machine (for checks from outside)."""
         return _state.host_path(self.root, path)
 
     def state(self) -> dict:
@@ -134,13 +140,6 @@ def build_sim(root: Path, *, gpus: int = 8, free_space_mb: dict[str, int] | None
     return Sim.open(root)
 
 
-def _index_urls(root: Path) -> dict[str, str]:
-    """{"pypi": the default index, "cu128": ..., "cu130": ...} as file:// URLs pip accepts."""
-    base = root / "srv" / "pypi"
-    return {"pypi": (base / "simple").as_uri(), "cu128": (base / "simple-cu128").as_uri(),
-            "cu130": (base / "simple-cu130").as_uri()}
-
-
 def _release_dir(root: Path, key: str) -> Path:
     return root / "srv" / "nvidia" / "compute" / "cuda" / RELEASES[key].version
 
@@ -162,7 +161,10 @@ def _runfile_info(root: Path, key: str) -> RunfileInfo:
     sidebar = _release_dir(root, key) / "docs" / "sidebar"
     md5 = (sidebar / "md5sum.txt").read_text().split()[0]
     sha256 = (sidebar / "sha256sum.txt").read_text().split()[0]
-    return RunfileInfo(version=r.version, path=path, url=path.as_uri(), md5=md5, sha256=sha256,
-                       size=path.stat().st_size, driver_version=r.driver, md5sum_url=(sidebar / "md5sum.txt").as_uri(),
-                       sha256sum_url=(sidebar / "sha256sum.txt").as_uri())
+    seen = Path("/" + str(path.relative_to(root)))  # the path the host sees
+    sidebar_seen = Path("/" + str(sidebar.relative_to(root)))
+    return RunfileInfo(version=r.version, path=seen, url=seen.as_uri(), md5=md5, sha256=sha256,
+                       size=path.stat().st_size, driver_version=r.driver,
+                       md5sum_url=(sidebar_seen / "md5sum.txt").as_uri(),
+                       sha256sum_url=(sidebar_seen / "sha256sum.txt").as_uri())
 

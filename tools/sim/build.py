@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.hosts.sim import HOST_USR_BIN
+
 from . import venv as sim_venv
 from . import wheels
 from .files.simhost import machine, toolkit
@@ -152,7 +154,8 @@ def write_runfile(directory: Path, release_key: str, python: str, root: Path) ->
 def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, free_space_mb: dict[str, int] | None,
             driver_version: str, smi_version: str | None, gcc: str | None, toolkits: tuple[str, ...],
             bench_noise: float) -> None:
-    for d in ("usr/bin", "usr/local", "usr/share/man", "var/log", "tmp", "opt", "etc", "root", "srv"):
+    for d in ("usr/bin", "usr/local", "usr/share/man", "var/log", "var/tmp", "tmp", "opt", "etc", "root", "srv",
+              "proc/driver/nvidia"):
         (root / d).mkdir(parents=True, exist_ok=True)
     shutil.copytree(SIMHOST, root / host_state.STATE_DIR / "lib" / "simhost",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -165,25 +168,28 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, free_space_mb: 
     _write_command(root / "usr" / "bin" / "nvidia-smi", python, "simhost.smi")
     _write_command(root / "usr" / "bin" / "df", python, "simhost.disk", "df_main")
     _write_command(root / "usr" / "bin" / "lsmod", python, "simhost.disk", "lsmod_main")
+    _link_host_programs(root / "usr" / "bin")
     for key in toolkits:
         toolkit.install(root / "usr" / "local" / f"cuda-{toolkit.RELEASES[key].short}", toolkit.RELEASES[key],
                         python, man_dir=root / "usr" / "share" / "man")
     if toolkits:
-        (root / "usr" / "local" / "cuda").symlink_to(root / "usr" / "local" / f"cuda-{toolkit.RELEASES[toolkits[0]].short}")
+        # As the host sees it inside its sandbox: /usr/local/cuda -> /usr/local/cuda-12.8.
+        (root / "usr" / "local" / "cuda").symlink_to(f"/usr/local/cuda-{toolkit.RELEASES[toolkits[0]].short}")
     wheels.copy_indexes(cache.pypi, root / "srv" / "pypi")
     venv_dir = host_state.host_path(root, VENV_DIR)
     # The machine's own pip configuration: its PyPI is the sim's index, and, as on a box set up for
     # PyTorch's cu128 wheels, the cu128 index is an extra index (so a backup knows where +cu128
-    # builds come from). Its cache lies inside the root, and options that the computer running the
+    # builds come from). Its cache lies in the host's home, and options that the computer running the
     # sim may set globally (find-links, constraints) are cleared so every sim resolves the same packages.
+    # Every path is the one the host sees inside its sandbox.
     pip_conf = ("[global]\n"
-                f"index-url = {(root / 'srv' / 'pypi' / 'simple').as_uri()}\n"
-                f"extra-index-url = {(root / 'srv' / 'pypi' / 'simple-cu128').as_uri()}\n"
+                "index-url = file:///srv/pypi/simple\n"
+                "extra-index-url = file:///srv/pypi/simple-cu128\n"
                 "find-links =\n"
                 "constraint =\n"
-                f"cache-dir = {root / 'root' / '.cache' / 'pip'}\n"
+                "cache-dir = /root/.cache/pip\n"
                 "disable-pip-version-check = true\n")
-    sim_venv.copy(cache.venv, cache.venv_origin, venv_dir, pip_conf)
+    sim_venv.copy(cache.venv, cache.venv_origin, venv_dir, pip_conf, seen_as=VENV_DIR)
 
 
 _COMMAND = """#!{python} -IS
@@ -200,6 +206,15 @@ from pathlib import Path
 from {module} import {function}
 sys.exit({function}(sys.argv[1:], Path(root)))
 """
+
+
+def _link_host_programs(bin_dir: Path) -> None:
+    """The sim's /usr/bin: its own commands, and links to this machine's programs, which the sandbox
+    shows read-only at HOST_USR_BIN (bash, python3, grep... as on any host)."""
+    for name in os.listdir("/usr/bin"):
+        link = bin_dir / name
+        if not link.exists() and not link.is_symlink():
+            link.symlink_to(f"{HOST_USR_BIN}/{name}")
 
 
 def _write_command(path: Path, python: str, module: str, function: str = "main") -> None:

@@ -55,10 +55,10 @@ def _run(what: str, argv: list[str], env: dict[str, str]) -> None:
                             f"{done.returncode}: " + " | ".join(said or ["(no output)"]))
 
 
-def copy(template: Path, template_origin: str, dest: Path, pip_conf: str) -> None:
-    """Copy the template venv to `dest` and make it belong there."""
+def copy(template: Path, template_origin: str, dest: Path, pip_conf: str, seen_as: str | None = None) -> None:
+    """Copy the template venv to `dest` and make it belong where its host sees it (`seen_as`, or `dest`)."""
     shutil.copytree(template, dest, symlinks=True)
-    new = str(dest)
+    new = seen_as or str(dest)
     for path in (dest / "bin").iterdir():
         if path.is_symlink() or not path.is_file():
             continue

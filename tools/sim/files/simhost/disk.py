@@ -28,7 +28,7 @@ def df_main(argv: list[str], root) -> int:
     posix = "-P" in flags or "--portability" in flags
     human = "-h" in flags or "--human-readable" in flags
     scale, unit = (1, "1B") if ("-B1" in flags or "--block-size=1" in flags) else \
-        ((1024, "1M") if "-m" in flags else (1, "1K"))
+        ((1, "1M") if "-m" in flags else (1, "1K"))
     label = {"1K": "1024-blocks" if posix else "1K-blocks", "1M": "1M-blocks", "1B": "1B-blocks"}[unit]
     rows = [("Filesystem", "Size" if human else label, "Used", "Avail" if human else "Available",
              "Capacity" if posix else "Use%", "Mounted on")]
@@ -64,10 +64,15 @@ def lsmod_main(argv: list[str], root) -> int:
     return 0
 
 
+# Inside the sim's sandbox this machine's own programs are here (the sim's /usr/bin links to them).
+HOST_USR_BIN = "/.host/usr/bin"
+
+
 def _real(name: str, argv: list[str]) -> int:
+    """The machine's own program, for the forms the sim does not simulate (df -i, df without a path...)."""
     own = os.path.dirname(os.path.realpath(sys.argv[0]))
-    search = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
-                             if d and os.path.realpath(d) != own) or "/usr/bin:/bin"
+    search = os.pathsep.join([HOST_USR_BIN, *(d for d in os.environ.get("PATH", "").split(os.pathsep)
+                                               if d and os.path.realpath(d) != own)])
     real = shutil.which(name, path=search)
     if real is None:
         sys.stderr.write(f"{name}: command not found\n")

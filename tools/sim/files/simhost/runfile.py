@@ -271,9 +271,16 @@ class Installer:
     # ----------------------------------------------------------------- helpers
 
     def _writable(self, path: Path, operation: str) -> None:
-        """Refuse a path outside the sim root the way boost::filesystem reports EACCES."""
+        """Refuse a path outside the sim root, or on a read-only filesystem, the way boost::filesystem
+        reports it (the real installer aborts with this message)."""
+        existing = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
         if host_state.system_path(self.root, path) is None:
             message = f'boost::filesystem::{operation}: Permission denied: "{path}"'
+        elif not os.access(existing, os.W_OK) or _read_only(existing):
+            message = f'boost::filesystem::{operation}: Read-only file system: "{path}"'
+        else:
+            message = None
+        if message is not None:
             self.log(message, level="ERROR")
             raise _Refused("terminate called after throwing an instance of 'boost::filesystem::filesystem_error'\n"
                            f"  what():  {message}\n", code=EXIT_ABORTED, stderr=True)
@@ -307,6 +314,13 @@ class Installer:
                       f"(version {r.driver}) is now complete."]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(lines) + "\n")
+
+
+def _read_only(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def write_proc_version(root: Path, st: dict) -> None:

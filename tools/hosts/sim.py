@@ -1,0 +1,124 @@
+"""The sim transport: a simulated GPU host's commands, each in a bubblewrap sandbox at real paths.
+
+A sim root (built by tools/sim) holds the trees a GPU box owns: /usr/local with its toolkits, /opt
+with the venv, /srv with the mirrors, /tmp, /var/tmp, /var/log, /root, and the sim's own /usr/bin
+commands (nvidia-smi, df, lsmod beside links to this machine's programs). Inside the sandbox they
+are bound writable at the paths a real host has them, and this machine's OS is read-only; the
+sandbox has no network, its own PID namespace, and dies with the command. So the model, the tools,
+the checks and the record see plain host paths, and no command on a sim can touch this machine.
+
+Without bwrap, or where the kernel refuses it namespaces, a sim host refuses to run with one line
+that says why and what to do; it never falls back to running on this machine.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tools.hosts.base import HostError, HostSpec
+from tools.hosts.local import LocalHost
+
+# This machine's OS, seen read-only inside the sandbox (top-level entries that exist here).
+OS_ENTRIES = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "var")
+# The sim's own trees, writable, at their real paths (mount points that exist on any Linux host).
+SIM_TREES = ("usr/local", "usr/share/man", "opt", "srv", "tmp", "var/tmp", "var/log", "root")
+# This machine's /usr/bin, where the sim's /usr/bin links point (the sim's nvidia-smi stands beside them).
+HOST_USR_BIN = "/.host/usr/bin"
+STATE_DIR = ".sim"  # the sim's machine state; its programs find it at /.sim inside the sandbox
+SIM_HOME = "/root"
+
+
+class SandboxUnavailable(HostError):
+    """A sim host cannot run here: bwrap is missing or may not create namespaces."""
+
+
+@functools.lru_cache(maxsize=1)
+def check_sandbox() -> None:
+    """Raise SandboxUnavailable with what to do, once per process; None when bwrap works."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SandboxUnavailable("a simulated host runs its commands in a bubblewrap sandbox, and `bwrap` is not "
+                                 "installed: install it (Debian and Ubuntu: apt-get install bubblewrap)")
+    probe = subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent",
+                            "--proc", "/proc", "--dev", "/dev", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        said = (probe.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SandboxUnavailable(f"bwrap cannot create the simulated host's sandbox here ({said}): it needs user "
+                                 "namespaces (sysctl kernel.unprivileged_userns_clone=1) or root")
+
+
+def interpreter_prefixes() -> list[str]:
+    """Where this machine's Python lives, when it is not under the OS trees (pyenv under /root, /opt...):
+    the sim's venv and commands run on it, so it is bound read-only over the sim's trees."""
+    out = []
+    for prefix in {os.path.realpath(sys.base_prefix), os.path.realpath(sys.base_exec_prefix)}:
+        if not prefix.startswith(("/usr/", "/bin", "/lib")) and prefix not in out:
+            out.append(prefix)
+    return sorted(out)
+
+
+def sandbox_argv(root: Path, hostname: str) -> list[str]:
+    """bwrap's command line for one command on the sim at `root` (the command follows it)."""
+    argv = ["bwrap", "--die-with-parent", "--as-pid-1", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--hostname", hostname]
+    for entry in OS_ENTRIES:
+        path = "/" + entry
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--ro-bind", "/usr/bin", HOST_USR_BIN,
+             "--ro-bind", str(root / "usr" / "bin"), "/usr/bin", "--bind", str(root / STATE_DIR), "/" + STATE_DIR]
+    for tree in SIM_TREES:
+        argv += ["--bind", str(root / tree), "/" + tree]
+    driver = root / "proc" / "driver" / "nvidia"
+    argv += ["--tmpfs", "/proc/driver", "--bind", str(driver), "/proc/driver/nvidia"]
+    for prefix in interpreter_prefixes():
+        argv += ["--ro-bind", prefix, prefix]
+    # The root itself read-only: a write to a new top-level directory fails instead of vanishing.
+    argv += ["--remount-ro", "/", "--chdir", SIM_HOME, "--"]
+    return argv
+
+
+class SimHost(LocalHost):
+    """A simulated GPU host: the local transport, with every command inside the sim's sandbox."""
+
+    def __init__(self, spec: HostSpec):
+        if not spec.sim_root:
+            raise HostError(f"{spec.name}: a sim host needs the root of its simulated machine (sim_root)")
+        root = Path(spec.sim_root)
+        if not (root / STATE_DIR / "state.json").is_file():
+            raise HostError(f"{spec.name}: {root} is not a simulated GPU host (no {STATE_DIR}/state.json)")
+        check_sandbox()
+        super().__init__(spec)
+        self.root = root
+
+    def _argv(self, command: str, cwd: str | None) -> tuple[list[str], str | None]:
+        # The directory is entered inside the sandbox, where the sim's paths exist: a missing one fails
+        # as `cd` fails over SSH, in the command's own output.
+        script = command if cwd is None else f"cd -- {shlex.quote(cwd)} || exit\n{command}"
+        return [*sandbox_argv(self.root, self.name), "bash", "--noprofile", "--norc", "-c", script], None
+
+    def _home(self) -> str:
+        return SIM_HOME
+
+
+def sshd_force_command(root: Path, hostname: str = "sim") -> str:
+    """An sshd `ForceCommand` that runs every session of a server in the sim's sandbox, so the whole
+    product can reach the sim over SSH as it would a real GPU box:
+
+        ForceCommand <this>         (in the sshd_config of a server on 127.0.0.1)
+
+    sshd runs it with the user's shell; the client's command arrives in $SSH_ORIGINAL_COMMAND.
+    A cancel over SSH closes the channel; the kill by process group the SSH transport sends on a
+    second channel lands in a sandbox of its own, so a running command is stopped only when its
+    session ends (bwrap dies with its parent).
+    """
+    return " ".join(shlex.quote(a) for a in sandbox_argv(root, hostname)) + \
+        ' bash --noprofile --norc -c "$SSH_ORIGINAL_COMMAND"'
