@@ -77,6 +77,10 @@ def sandbox_argv(root: Path, hostname: str) -> list[str]:
              "--ro-bind", str(root / "usr" / "bin"), "/usr/bin", "--bind", str(root / STATE_DIR), "/" + STATE_DIR]
     for tree in SIM_TREES:
         argv += ["--bind", str(root / tree), "/" + tree]
+    # The parts of /etc the sim owns (its OS release), over this machine's read-only /etc.
+    for owned in ("etc/os-release",):
+        if (root / owned).is_file() and os.path.exists("/" + owned):
+            argv += ["--ro-bind", str(root / owned), "/" + owned]
     driver = root / "proc" / "driver" / "nvidia"
     argv += ["--tmpfs", "/proc/driver", "--bind", str(driver), "/proc/driver/nvidia"]
     for prefix in interpreter_prefixes():

@@ -169,6 +169,7 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, free_space_mb: 
     _write_command(root / "usr" / "bin" / "df", python, "simhost.disk", "df_main")
     _write_command(root / "usr" / "bin" / "lsmod", python, "simhost.disk", "lsmod_main")
     _link_host_programs(root / "usr" / "bin")
+    (root / "etc" / "os-release").write_text(OS_RELEASE)
     for key in toolkits:
         toolkit.install(root / "usr" / "local" / f"cuda-{toolkit.RELEASES[key].short}", toolkit.RELEASES[key],
                         python, man_dir=root / "usr" / "share" / "man")
@@ -191,6 +192,20 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, free_space_mb: 
                 "disable-pip-version-check = true\n")
     sim_venv.copy(cache.venv, cache.venv_origin, venv_dir, pip_conf, seen_as=VENV_DIR)
 
+
+# The seed's machine runs Ubuntu 24.04; the sandbox shows this file as /etc/os-release.
+OS_RELEASE = """PRETTY_NAME="Ubuntu 24.04.3 LTS"
+NAME="Ubuntu"
+VERSION_ID="24.04"
+VERSION="24.04.3 LTS (Noble Numbat)"
+VERSION_CODENAME=noble
+ID=ubuntu
+ID_LIKE=debian
+HOME_URL="https://www.ubuntu.com/"
+SUPPORT_URL="https://help.ubuntu.com/"
+BUG_REPORT_URL="https://bugs.launchpad.net/ubuntu/"
+UBUNTU_CODENAME=noble
+"""
 
 _COMMAND = """#!{python} -IS
 # {name} of a simulated GPU host; the sim root is found from this file's own location.
