@@ -103,7 +103,16 @@ class LiveToolRunner:
             where = ctx.artifacts.save(f"{prepared.call.id}-traceback.txt", ctx.redact(detail))
             msg = f"tool {tool.name} crashed: {type(e).__name__}: {e}" + (f" (traceback in {where})" if where else "")
             return CallResult(content=f"error: {msg}", ok=False, error=msg, status="crashed")
-        return CallResult(content=tool.render(result), ok=True, data=result.model_dump(mode="json"))
+        return CallResult(content=_allowed_by(prepared) + tool.render(result), ok=True,
+                          data=result.model_dump(mode="json"))
+
+
+def _allowed_by(p: PreparedCall) -> str:
+    """For a change, the line that tells the model which approval let it run."""
+    d = p.decision
+    if d is None or d.approved_by is None:
+        return ""
+    return f"[allowed by {d.approved_by}: {d.reason}]\n"
 
 
 def _unrun(p: PreparedCall) -> CallResult:

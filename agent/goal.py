@@ -6,9 +6,11 @@
       - {name: box2, target: root@127.0.0.1:2222, python: /opt/venv/bin/python}
       - {name: sim, transport: sim}   # the built-in simulated GPU host
     model: gpt-4.1                    # optional; also --model / OPENAI_BASE_URL
-    authorizations:                   # what may change without asking (see agent/safety/policy.py)
+    authorizations:                   # what may change without asking (see agent/safety/authorizations.py)
       - {host: gpu1, tool: install_runfile, args: {version: "13.0", toolkit_only: true}}
-      - {host: gpu1, command_prefix: "python -m pip install"}
+      - {host: gpu1, tool: pip_install, args: {index_url: "https://download.pytorch.org/whl/cu130",
+                                               packages: ["torch==2.10.0+cu130"]}}
+      - {host: gpu1, command: "systemctl restart sglang"}   # one exact command
     budget: {turns: 40, tokens: 400000, minutes: 30}
     success:                          # checks the tools can verify at the end
       - {toolkit: {host: gpu1, path: /usr/local/cuda-13.0, version: "13.0"}}
@@ -144,7 +146,7 @@ class Goal(BaseModel):
             if a.host != "*" and a.host not in names:
                 raise ValueError(f"authorizations[{i}] names host {a.host!r}, which is not in hosts {names}")
             if a.tool is not None:
-                _check_tool_authorization(i, a.tool, a.args)
+                a.args = _check_tool_authorization(i, a.tool, a.args)
         for i, c in enumerate(self.success):
             spec = c.toolkit or c.command
             if spec is not None and spec.host is not None and spec.host not in names:
@@ -155,18 +157,33 @@ class Goal(BaseModel):
         return [h.name for h in self.hosts]
 
 
-def _check_tool_authorization(i: int, tool: str, args: dict[str, Any]) -> None:
-    """An authorization that can never match is a mistake: name the tool and the argument."""
+def _check_tool_authorization(i: int, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """An authorization that can never match, or that leaves open what the tool will do, is a mistake:
+    name the tool and the argument. Returns the rule's values in the tool's canonical form."""
     if tool not in TOOLS:
         raise ValueError(f"authorizations[{i}].tool {tool!r} is not a tool; tools: {', '.join(TOOLS)}")
-    fields = default_tools([tool])[0].Args.model_fields
+    cls = type(default_tools([tool])[0])
+    fields = cls.Args.model_fields
     for key, value in args.items():
         if key not in fields:
             raise ValueError(f"authorizations[{i}].args.{key} is not an argument of {tool}; "
                              f"its arguments: {', '.join(fields)}")
-        if fields[key].annotation in (str, str | None) and not isinstance(value, str):
+        if key not in cls.pinned:
+            raise ValueError(f"authorizations[{i}].args.{key}: an authorization does not decide {key} (it does not "
+                             f"change what {tool} does); the arguments it decides: {', '.join(cls.pinned)}")
+        if fields[key].annotation in (str, str | None) and not isinstance(value, (str, list)) and value is not None:
             raise ValueError(f"authorizations[{i}].args.{key} must be a string: write it in quotes, "
                              f"e.g. {key}: \"{value}\"")
+    missing = [k for k in cls.pinned if fields[k].is_required() and k not in args]
+    if missing:
+        raise ValueError(f"authorizations[{i}] ({tool}) must name {', '.join(missing)}: a rule that leaves "
+                         f"{'it' if len(missing) == 1 else 'them'} open would allow any value")
+    return {k: [cls.canonical(k, x) for x in v] if isinstance(v, list) and not _list_arg(fields[k]) else
+            cls.canonical(k, v) for k, v in args.items()}
+
+
+def _list_arg(field: Any) -> bool:
+    return "list" in str(field.annotation)
 
 
 def load_goal(path: Path) -> Goal:

@@ -100,12 +100,17 @@ def goal_budget(goal: Goal) -> Budget:
 
 
 def goal_message(goal: Goal) -> str:
-    """The first user message of a scripted run: the goal and what will be checked at the end."""
-    lines = [goal.goal.strip()]
+    """The first user message of a scripted run: the goal, what the goal file allows, what will be checked."""
+    lines = [goal.goal.strip(), "\nThis is a scripted run: nobody will answer questions. Read-only steps run. A step "
+             "that changes a host runs only with a verified backup of that host from this session and a rule "
+             "of the goal file that covers it exactly; every other change is refused."]
+    if goal.authorizations:
+        lines.append("The goal file's authorizations:")
+        lines += [f"- [{i}] {a.describe()}" for i, a in enumerate(goal.authorizations)]
+    else:
+        lines.append("The goal file authorizes no change: this run can only look.")
     if goal.success:
         lines.append("\nAt the end these checks will be run:")
         for c in goal.success:
             lines.append(f"- {c.model_dump(exclude_none=True)}")
-    lines.append("\nThis is a scripted run: nobody will answer questions, and steps the goal file does not "
-                 "authorize will be refused.")
     return "\n".join(lines)

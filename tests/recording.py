@@ -114,9 +114,8 @@ def happy_path(sim: Sim):
         calls=[("install_runfile", {"host": "sim", "runfile": url, "checksum": md5, "version": "13.0"})])
     messages = yield turn(
         "nvcc 13.0 is in place. Moving PyTorch and sgl-kernel to their cu130 builds from the cu130 index.",
-        calls=[("ssh_exec", {"host": "sim", "command": f"python -m pip install --no-deps --index-url "
-                                                      f"{sim.index_urls['cu130']} torch==2.10.0+cu130 "
-                                                      f"sgl-kernel==0.3.21+cu130"})])
+        calls=[("pip_install", {"host": "sim", "index_url": sim.index_urls["cu130"], "no_deps": True,
+                                "packages": ["torch==2.10.0+cu130", "sgl-kernel==0.3.21+cu130"]})])
     messages = yield turn(
         "Benchmarking again against the new toolkit (CUDA_HOME set for this run only) and re-reading the host.",
         calls=[("run_bench", {"host": "sim", "command": bench, "parser": "sglang_bench_serving", "label": "after",
@@ -141,20 +140,19 @@ def refused_before_backup(sim: Sim):
     yield turn("Checking the host first.", calls=[("inspect_host", {"host": "sim"})])
     messages = yield turn("torch is the cu128 build; removing it before installing the cu130 one.",
                           calls=[("ssh_exec", {"host": "sim", "command": "python -m pip uninstall -y torch"})])
-    assert "no verified backup" in last_tool_outputs(messages)[0]
-    messages = yield turn("Refused: no backup yet. Taking the backup first.",
-                          calls=[("pip_freeze_backup", {"host": "sim"})])
-    messages = yield turn("Backup verified; retrying the uninstall.",
-                          calls=[("ssh_exec", {"host": "sim", "command": "python -m pip uninstall -y torch"})])
-    assert "not covered by the goal file" in last_tool_outputs(messages)[0]
+    refusal = last_tool_outputs(messages)[0]
+    assert "no rule of the goal file's authorizations covers it" in refusal and "no verified backup" in refusal
     messages = yield turn(
-        "An uninstall is destructive and this run is not authorized for it. It is not needed either: installing "
-        "the pinned cu130 build replaces the cu128 one in one step.",
-        calls=[("ssh_exec", {"host": "sim", "command": f"python -m pip install --no-deps --index-url "
-                                                      f"{sim.index_urls['cu130']} torch==2.10.0+cu130"})])
+        "Refused for two reasons at once: no rule allows an uninstall, and there is no backup yet. The uninstall "
+        "is not needed: the goal file allows pip_install of the cu130 build, which replaces the cu128 one in one "
+        "step. Taking the backup first.", calls=[("pip_freeze_backup", {"host": "sim"})])
+    messages = yield turn(
+        "Backup verified; installing the pinned cu130 build as authorizations[1] allows.",
+        calls=[("pip_install", {"host": "sim", "index_url": sim.index_urls["cu130"], "no_deps": True,
+                                "packages": ["torch==2.10.0+cu130"]})])
     yield turn("torch is now 2.10.0+cu130 (installed over the cu128 build, no uninstall needed). The uninstall I "
-               "first tried was refused twice: before the backup (no backup) and after it (not authorized); the "
-               "install that replaced it was authorized by the goal file. Backup id in turn 3.")
+               "first tried was refused (no rule allowed it, and there was no backup yet); the install that replaced "
+               "it was allowed by authorizations[1] once the backup was taken. Backup id in turn 3.")
 
 
 def install_fails_no_space(sim: Sim):

@@ -10,6 +10,7 @@ TOOLS = {
     "ssh_exec": "tools.ssh_exec:SSHExec",
     "web_search": "tools.web_search:WebSearch",
     "pip_freeze_backup": "tools.pip_freeze_backup:PipFreezeBackup",
+    "pip_install": "tools.pip_install:PipInstall",
     "restore_backup": "tools.restore_backup:RestoreBackup",
     "install_runfile": "tools.install_runfile:InstallRunfile",
     "run_bench": "tools.run_bench:RunBench",

@@ -13,6 +13,7 @@ import enum
 import hashlib
 import inspect
 import json
+import posixpath
 import re
 import threading
 from dataclasses import dataclass, field
@@ -82,9 +83,13 @@ class Action(BaseModel):
     host: str | None
     subject: str
     risk: Risk | None = None
-    # The call's arguments that a goal file's tool authorization (`args:`) matches on; every key
-    # is an argument name of the tool (tests check it).
+    # The call's arguments that change what the tool does (the tool's `pinned`), in a canonical form
+    # (a host path as a file:// URL, no trailing slash, a default filled in): what a goal file's tool
+    # authorization matches, by meaning rather than spelling.
     args: dict[str, Any] = Field(default_factory=dict)
+    # The value each optional one of those arguments has when the call leaves it out, in the same form:
+    # an argument an authorization does not name must keep it.
+    defaults: dict[str, Any] = Field(default_factory=dict)
     # A program the model chose that the tool will run (an interpreter): the gate classifies it too.
     interpreter: str | None = None
     # A benchmark's command line (run_bench), classified by the workload rules instead of `subject`.
@@ -211,12 +216,36 @@ def run_live(ctx: ToolContext, host: Any, command: str, **kwargs: Any) -> Any:
 # --------------------------------------------------------------------------- tools
 
 
+def file_url(path_or_url: str) -> str:
+    """A host path and its file:// URL as one form (file:///srv/x); other URLs as they are."""
+    if path_or_url.startswith("/"):
+        return "file://" + norm_path(path_or_url)
+    if path_or_url.startswith("file://"):
+        return "file://" + norm_path(path_or_url[len("file://"):] or "/")
+    return path_or_url
+
+
+def norm_path(path: str) -> str:
+    """/usr/local//cuda-13.0/ and /usr/local/./cuda-13.0 as /usr/local/cuda-13.0 (a pattern's `*` kept)."""
+    if not path.startswith("/"):
+        return path
+    return posixpath.normpath(path) if path != "/" else "/"
+
+
 class Tool:
     """Base class of a typed tool. Subclasses set `name`, `Args`, `Result`; docstring = description."""
 
     name: ClassVar[str]
     Args: ClassVar[type[BaseModel]]
     Result: ClassVar[type[BaseModel]]
+    # The arguments that change what the tool does: its Action carries them, and a goal file's tool
+    # authorization must name the required ones and may name the others (which otherwise keep their default).
+    pinned: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def canonical(cls, name: str, value: Any) -> Any:
+        """An argument's value in the form authorizations compare (the same for the call and the rule)."""
+        return value
 
     @classmethod
     def description(cls) -> str:

@@ -15,7 +15,19 @@ import time
 
 from pydantic import BaseModel, Field, field_validator
 
-from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, run_live, truncate_for_model
+from tools.base import (
+    Action,
+    Risk,
+    RiskClass,
+    StrictArgs,
+    Tool,
+    ToolContext,
+    ToolError,
+    file_url,
+    norm_path,
+    run_live,
+    truncate_for_model,
+)
 from tools.hosts import HostError
 
 RUNFILE_NAME = re.compile(r"^cuda_(?P<cuda>\d+\.\d+\.\d+)_(?P<driver>\d+\.\d+(?:\.\d+)?)_linux(?:_sbsa)?\.run$")
@@ -44,6 +56,17 @@ class InstallRunfile(Tool):
     """
 
     name = "install_runfile"
+    # The checksum is verified by the tool itself and the timeout bounds it: neither changes what is installed.
+    pinned = ("version", "runfile", "toolkit_path", "tmpdir", "download_dir", "toolkit_only", "move_symlink",
+              "override")
+
+    @classmethod
+    def canonical(cls, name: str, value):
+        if name == "runfile" and isinstance(value, str):
+            return file_url(value)
+        if name in ("toolkit_path", "tmpdir", "download_dir") and isinstance(value, str):
+            return norm_path(value)
+        return value
 
     class Args(StrictArgs):
         host: str = Field(description="host in this session")
@@ -104,10 +127,18 @@ class InstallRunfile(Tool):
         else:
             risk = Risk(cls=RiskClass.MUTATING, rule="tool:install_runfile:side-by-side",
                         reason="installs a toolkit into a new directory beside the existing ones")
+        c = self.canonical
+        tmpdir = c("tmpdir", args.tmpdir)
         return Action(host=args.host, subject=subject, risk=risk,
-                      args={"version": args.version, "toolkit_only": args.toolkit_only, "toolkit_path": target,
-                             "move_symlink": args.move_symlink, "runfile": args.runfile, "checksum": args.checksum,
-                             "override": args.override, "tmpdir": args.tmpdir, "download_dir": args.download_dir})
+                      args={"version": args.version, "runfile": c("runfile", args.runfile),
+                            "toolkit_path": c("toolkit_path", target), "tmpdir": tmpdir,
+                            "download_dir": c("download_dir", args.download_dir or args.tmpdir),
+                            "toolkit_only": args.toolkit_only, "move_symlink": args.move_symlink,
+                            "override": args.override},
+                      # Left out, these are: the version's own directory, /tmp, the tmpdir, and safe flags.
+                      defaults={"toolkit_path": f"/usr/local/cuda-{args.version}", "tmpdir": "/tmp",
+                                "download_dir": tmpdir, "toolkit_only": True, "move_symlink": False,
+                                "override": False})
 
     # ------------------------------------------------------------------ run
 

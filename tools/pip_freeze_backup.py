@@ -108,6 +108,7 @@ class PipFreezeBackup(Tool):
     """
 
     name = "pip_freeze_backup"
+    pinned = ("python",)
 
     class Args(StrictArgs):
         host: str = Field(description="host in this session")
@@ -133,7 +134,8 @@ class PipFreezeBackup(Tool):
         return Action(host=args.host, subject=f"pip_freeze_backup python={args.python or '(default)'}",
                       risk=Risk(cls=RiskClass.MUTATING, rule="backup",
                                 reason="writes a new backup directory under /var/tmp/upgrade-agent"),
-                      args={"python": args.python}, interpreter=args.python)
+                      args={"python": args.python}, defaults={"python": None},
+                      interpreter=args.python)
 
     def run(self, ctx: ToolContext, args) -> "PipFreezeBackup.Result":
         try:

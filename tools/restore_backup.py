@@ -111,6 +111,7 @@ class RestoreBackup(Tool):
     """
 
     name = "restore_backup"
+    pinned = ("backup_id", "python")
 
     class Args(StrictArgs):
         host: str = Field(description="host in this session")
@@ -131,7 +132,8 @@ class RestoreBackup(Tool):
         return Action(host=args.host, subject=f"restore_backup {args.backup_id} python={args.python or '(backed up)'}",
                       risk=Risk(cls=RiskClass.DESTRUCTIVE, rule="tool:restore_backup",
                                 reason="uninstalls and reinstalls packages to match a backup"),
-                      args={"backup_id": args.backup_id, "python": args.python}, interpreter=args.python)
+                      args={"backup_id": args.backup_id, "python": args.python}, defaults={"python": None},
+                      interpreter=args.python)
 
     def run(self, ctx: ToolContext, args) -> "RestoreBackup.Result":
         record = ctx.known_backup(args.backup_id)

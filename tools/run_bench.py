@@ -412,6 +412,7 @@ class RunBench(Tool):
     """
 
     name = "run_bench"
+    pinned = ("command", "env", "cwd")
     Args = RunBenchArgs
     Result = RunBenchResult
 
@@ -421,8 +422,8 @@ class RunBench(Tool):
         # Alone on its host: two benchmarks sharing the GPUs would both measure the wrong thing.
         return Action(host=args.host, subject=bench_subject(args), risk=None, exclusive=True,
                       workload=Workload(command=args.command, env=dict(args.env or {}), cwd=args.cwd),
-                      args={"command": args.command, "parser": args.parser, "label": args.label,
-                            "env": dict(args.env or {}), "cwd": args.cwd})
+                      args={"command": args.command, "env": dict(args.env or {}), "cwd": args.cwd},
+                      defaults={"env": {}, "cwd": None})
 
     def run(self, ctx: ToolContext, args: RunBenchArgs) -> RunBenchResult:
         metric = args.metric or default_metric(args.parser)

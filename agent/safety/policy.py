@@ -22,9 +22,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from agent.safety.classifier import classify, classify_workload, plain_words
+from agent.safety.authorizations import Authorization, closest
+from agent.safety.classifier import classify, classify_workload
 from agent.safety.ledger import BackupLedger
 from tools.base import Action, BackupRecord, Risk, RiskClass
 from tools.hosts import command_subject
@@ -89,67 +88,6 @@ class Approver(Protocol):
     """Who can say yes in an interactive session: the operator at the terminal."""
 
     def ask(self, request: ApprovalRequest) -> ApprovalAnswer: ...
-
-
-class Authorization(BaseModel):
-    """One entry of a goal file's `authorizations:` list.
-
-    Exactly one of `command` (the exact command), `command_prefix` (whole words at the
-    start of a single simple command; mutating steps only) or `tool` (a typed tool,
-    with `args` its arguments must match; a string value ending in `*` matches by prefix)
-    says what is allowed, on `host` ("*" = every host in scope).
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    host: str = "*"
-    command: str | None = None
-    command_prefix: str | None = None
-    tool: str | None = None
-    args: dict[str, Any] = Field(default_factory=dict)
-    destructive: bool = False  # a tool entry must say so to cover a destructive step
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> "Authorization":
-        kinds = [k for k in ("command", "command_prefix", "tool") if getattr(self, k)]
-        if len(kinds) != 1:
-            raise ValueError("an authorization needs exactly one of: command, command_prefix, tool")
-        if self.args and not self.tool:
-            raise ValueError("args only go with tool")
-        return self
-
-    def matches(self, tool: str, action: Action, risk: Risk) -> bool:
-        if self.host != "*" and self.host != action.host:
-            return False
-        if self.command is not None:
-            return tool == "ssh_exec" and action.subject.strip() == self.command.strip()
-        if self.command_prefix is not None:
-            if tool != "ssh_exec" or risk.cls is not RiskClass.MUTATING:
-                return False
-            words = simple_command_words(action.subject)
-            prefix = simple_command_words(self.command_prefix)
-            return words is not None and prefix is not None and words[: len(prefix)] == prefix
-        if self.tool != tool:
-            return False
-        if risk.cls is RiskClass.DESTRUCTIVE and not self.destructive:
-            return False
-        return all(_fact_matches(action.args.get(k), v) for k, v in self.args.items())
-
-
-def _fact_matches(fact: Any, wanted: Any) -> bool:
-    """Equality; a string ending in `*` matches by prefix (`runfile: "https://developer.download.nvidia.com/*"`)."""
-    if isinstance(wanted, str) and wanted.endswith("*"):
-        return isinstance(fact, str) and fact.startswith(wanted[:-1])
-    return fact == wanted
-
-
-def simple_command_words(command: str) -> list[str] | None:
-    """The words of a single simple command with nothing to expand, or None.
-
-    Prefix authorizations match on these, so `pip install` covers `pip install torch` but
-    never `pip install x && rm -rf /`, `pip installer`, or `pip install $(...)`.
-    """
-    return plain_words(command)
 
 
 # --------------------------------------------------------------------------- the gate
@@ -255,20 +193,39 @@ class SafetyPolicy:
             # classifier does not accept (rule "interpreter"), goes through backup and approval as usual.
             return verdict(Verdict.ALLOW, risk, "backup", "a backup writes only its own timestamped directory")
         backup = self.ledger.latest_verified(action.host) if action.host else None
-        if action.host is not None and backup is None:
-            return verdict(Verdict.DENY, risk, "no-backup",
-                           f"this is a {risk.cls.value} step ({risk.reason}) and there is no verified backup of "
-                           f"{action.host} from this session: take one first with pip_freeze_backup, then retry")
         backup_id = backup.backup_id if backup else None
+        no_backup = (f"there is no verified backup of {action.host} from this session: take one with "
+                     f"pip_freeze_backup" if action.host is not None and backup is None else None)
+        what = f"this is a {risk.cls.value} step ({risk.reason})"
         if self.mode == "interactive":
+            if no_backup:
+                return verdict(Verdict.DENY, risk, "no-backup", f"{what} and {no_backup}, then retry; the operator "
+                               "approves each change")
             return self._ask_operator(tool, action, risk, backup, verdict)
-        for i, auth in enumerate(self.authorizations):
-            if auth.matches(tool, action, risk):
-                return verdict(Verdict.ALLOW, risk, "authorized", f"goal file authorizations[{i}] covers it",
-                               backup_id=backup_id, approved_by=f"goal:authorizations[{i}]")
+        index, misses = closest(self.authorizations, tool, action, risk)
+        if index is not None and not misses:
+            if no_backup:
+                return verdict(Verdict.DENY, risk, "no-backup",
+                               f"{what}: the goal file's authorizations[{index}] covers it, but {no_backup}; then the "
+                               "same call will pass")
+            return verdict(Verdict.ALLOW, risk, "authorized", f"goal file authorizations[{index}] covers it",
+                           backup_id=backup_id, approved_by=f"goal:authorizations[{index}]")
         return verdict(Verdict.DENY, risk, "not-authorized",
-                       f"this {risk.cls.value} step ({risk.reason}) is not covered by the goal file's "
-                       f"authorizations, and a scripted run never asks; report what you would need instead")
+                       f"{what}, and no rule of the goal file's authorizations covers it"
+                       + self._nearest(index, misses, tool, action)
+                       + (f"; also, {no_backup}" if no_backup else "")
+                       + ". A scripted run never asks: report what you would need instead")
+
+    def _nearest(self, index: int | None, misses: list[str] | None, tool: str, action: Action) -> str:
+        """The closest rule and how the call differs from it; or, with none of this kind, what the rules allow."""
+        if index is not None and misses:
+            return (f": the closest, authorizations[{index}] ({self.authorizations[index].describe()}), differs: "
+                    + "; ".join(misses))
+        kinds = [f"[{i}] {a.describe()}" for i, a in enumerate(self.authorizations)
+                 if a.host in ("*", action.host)]
+        if not kinds:
+            return f": the goal file authorizes nothing on {action.host}"
+        return f": none is for {tool} on {action.host}; the rules for this host are " + "; ".join(kinds)
 
     def _ask_operator(self, tool, action, risk, backup, verdict) -> Decision:
         backup_id = backup.backup_id if backup else None

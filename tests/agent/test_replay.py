@@ -84,7 +84,7 @@ def _rewrite(path: Path, out: Path, edit) -> None:
 
 def test_an_edited_result_fails_with_a_diff_that_names_the_step(tmp_path):
     path = tmp_path / "t.jsonl"
-    record(path, SCRIPT, authorizations=[Authorization(tool="change")])
+    record(path, SCRIPT, authorizations=[Authorization(tool="change", args={"what": "*"})])
 
     # 1. Edited in place: the hash chain breaks at that line, and the step is named.
     lines = path.read_text().splitlines()
@@ -110,7 +110,7 @@ def test_an_edited_result_fails_with_a_diff_that_names_the_step(tmp_path):
 
 def test_a_changed_decision_is_reported_with_recorded_and_now(tmp_path):
     path = tmp_path / "t.jsonl"
-    record(path, SCRIPT, authorizations=[Authorization(tool="change")])
+    record(path, SCRIPT, authorizations=[Authorization(tool="change", args={"what": "*"})])
 
     def edit(ev):
         if ev["type"] == "session_start":
@@ -119,13 +119,14 @@ def test_a_changed_decision_is_reported_with_recorded_and_now(tmp_path):
     _rewrite(path, stricter, edit)
     report = replay(stricter, REGISTRY)
     assert not report.ok
-    assert report.message.startswith("replay differs at turn 4, call 1 (change): decision verdict")
-    assert "recorded: allow" in report.message and "now:      deny" in report.message
+    # The first difference: the refusal before the backup now has a second reason (no rule covers it).
+    assert report.message.startswith("replay differs at turn 2, call 1 (change): decision rule")
+    assert "recorded: no-backup" in report.message and "now:      not-authorized" in report.message
 
 
 def test_a_record_that_goes_on_after_the_replay_stops_is_a_difference(tmp_path):
     path = tmp_path / "t.jsonl"
-    record(path, SCRIPT, authorizations=[Authorization(tool="change")])
+    record(path, SCRIPT, authorizations=[Authorization(tool="change", args={"what": "*"})])
 
     def edit(ev):
         if ev["type"] == "session_start":
@@ -168,7 +169,7 @@ def test_replay_memory_is_bounded_by_the_message_list(tmp_path, n_turns):
 def test_operator_changes_mid_session_are_replayed(tmp_path):
     """/plan and /host add in chat change later decisions; replay applies them where they happened."""
     path = tmp_path / "chat.jsonl"
-    gate = SafetyPolicy(scope={"h1"}, authorizations=[Authorization(tool="change")])
+    gate = SafetyPolicy(scope={"h1"}, authorizations=[Authorization(tool="change", args={"what": "*"})])
     model = ScriptedModel([turn(calls=[("fake_backup", {"host": "h1"})]), turn("backed up"),
                            turn(calls=[("change", {"host": "h1", "what": "pip install x"}),
                                        ("echo", {"text": "hi", "host": "h2"})]), turn("planned")])

@@ -84,7 +84,7 @@ def upgrade(tmp_path_factory) -> Upgrade:
     # The benchmark runs the venv's python at the path a real host has it (/opt/venv/bin/python), which
     # the classifier takes for a benchmark workload: it is read-only and needs no authorization.
     gate = SafetyPolicy(scope={"sim"}, authorizations=[
-        Authorization(host="sim", tool="install_runfile", args={"version": "13.0", "toolkit_only": True}),
+        Authorization(host="sim", tool="install_runfile", args={"version": "13.0", "runfile": "file://*"}),
         Authorization(host="sim", command=install),
     ])
     path = tmp / "upgrade.jsonl"

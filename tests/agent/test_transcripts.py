@@ -57,12 +57,13 @@ def test_the_happy_path_verifies_in_one_batch_then_backs_up_installs_and_benchma
     assert [e for e in ev if e["type"] == "goal_result"][0]["met"] is True
 
 
-def test_the_refused_session_shows_both_refusals_and_the_recovery():
+def test_the_refused_session_shows_every_reason_at_once_and_the_recovery():
     ev = events("refused-before-backup")
     rules = [(e["rule"], e["verdict"]) for e in ev if e["type"] == "decision"]
-    assert ("no-backup", "deny") in rules and ("not-authorized", "deny") in rules
-    assert rules.index(("no-backup", "deny")) < rules.index(("backup", "allow")) < rules.index(("not-authorized", "deny"))
-    assert rules[-1] == ("authorized", "allow")
+    assert rules == [("read-only", "allow"), ("not-authorized", "deny"), ("backup", "allow"), ("authorized", "allow")]
+    refusal = next(e for e in ev if e["type"] == "decision" and e["verdict"] == "deny")
+    assert "no rule of the goal file's authorizations covers it" in refusal["reason"]
+    assert "also, there is no verified backup of sim" in refusal["reason"]
 
 
 def test_the_failed_install_is_reported_and_cleaned_up():

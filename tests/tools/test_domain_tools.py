@@ -206,7 +206,8 @@ def test_through_the_loop_restore_checks_the_backup_against_the_sessions_own_rec
         return turn("stopped")
 
     path = tmp_path / "t.jsonl"
-    gate = SafetyPolicy(scope={"sim"}, authorizations=[Authorization(host="sim", tool="restore_backup", destructive=True)])
+    gate = SafetyPolicy(scope={"sim"}, authorizations=[Authorization(host="sim", tool="restore_backup", args={"backup_id": "*"},
+                                                                      destructive=True)])
     session = Session(model=ScriptedModel(expert), registry=Registry([PipFreezeBackup(), RestoreBackup()]),
                       gate=gate, transcript=TranscriptWriter(path), hosts=pool, budget=Budget(turns=5))
     assert run_session(session, "back up, then restore").status == "done"

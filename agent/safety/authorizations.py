@@ -1,0 +1,126 @@
+"""A goal file's authorizations: what a scripted run may change, meaning exactly what they say.
+
+Two kinds:
+
+    - {host: gpu1, command: "systemctl restart sglang"}          one exact shell command
+    - {host: gpu1, tool: pip_install, args: {index_url: "https://download.pytorch.org/whl/cu130",
+                                              packages: ["torch==2.10.0+cu130", "sgl-kernel==*+cu130"]}}
+
+A tool rule pins every argument that changes what the tool does: the arguments it names must match
+(a value with `*` is a pattern; a list of values allows each of them; for a list argument such as
+`packages`, every item of the call must match one of the rule's), and every argument it does not name
+must keep its default. Values are compared by meaning: the tool turns a host path and its file://
+URL into one form, a toolkit_path left out into its default, and trims trailing slashes, in the
+call and in the rule alike (the goal loader normalizes the rule).
+
+`check` returns every way a rule falls short of a call, so a refusal can name the closest rule,
+the fields that differ, and what would pass.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tools.base import Action, Risk, RiskClass
+
+COMMAND_PREFIX_GONE = ("command_prefix is no longer accepted: it let any words follow the prefix (a second index, "
+                       "-r FILE, a URL, --target...). Write `tool: pip_install` with `args: {index_url: ..., packages: "
+                       "[\"name==version\", ...]}` for installs, or `command:` for one exact command")
+
+
+class Authorization(BaseModel):
+    """One entry of a goal file's `authorizations:` list: exactly one of `command` or `tool` (with `args`),
+    on `host` ("*" = every host in scope)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "*"
+    command: str | None = None
+    tool: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    destructive: bool = False  # a tool entry must say so to cover a destructive step
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_prefix_rules(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "command_prefix" in data:
+            raise ValueError(COMMAND_PREFIX_GONE)
+        return data
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "Authorization":
+        if (self.command is None) == (self.tool is None):
+            raise ValueError("an authorization needs exactly one of: command, tool")
+        if self.args and not self.tool:
+            raise ValueError("args only go with tool")
+        return self
+
+    def describe(self) -> str:
+        """The rule as a sentence the model and the operator read."""
+        where = "any host" if self.host == "*" else self.host
+        if self.command is not None:
+            return f"on {where}: exactly the command `{self.command}`"
+        named = ", ".join(f"{k} {json.dumps(v)}" for k, v in self.args.items())
+        return (f"on {where}: {self.tool}" + (f" with {named}" if named else "") +
+                "; every other argument left at its default" + (" (destructive steps too)" if self.destructive else ""))
+
+    def check(self, tool: str, action: Action, risk: Risk) -> list[str] | None:
+        """None when the rule is of another kind or host (it says nothing about the call); else the ways
+        it falls short of the call, each a short phrase (an empty list: the rule covers the call)."""
+        if self.host != "*" and self.host != action.host:
+            return None
+        if self.command is not None:
+            if tool != "ssh_exec":
+                return None
+            return [] if action.subject.strip() == self.command.strip() else [f"the command is not `{self.command}`"]
+        if self.tool != tool:
+            return None
+        misses = []
+        if risk.cls is RiskClass.DESTRUCTIVE and not self.destructive:
+            misses.append(f"the step is destructive ({risk.reason}) and the rule does not say `destructive: true`")
+        for name, value in action.args.items():
+            if name in self.args:
+                if not value_matches(value, self.args[name]):
+                    misses.append(f"{name} is {json.dumps(value)}; the rule allows {json.dumps(self.args[name])}")
+            elif name in action.defaults and value != action.defaults[name]:
+                misses.append(f"{name} is {json.dumps(value)}; the rule does not name {name}, so it must keep its "
+                              f"default ({json.dumps(action.defaults[name])}): leave it out")
+            elif name not in action.defaults:
+                misses.append(f"the rule does not name {name}, which {tool} needs")
+        return misses
+
+
+def value_matches(value: Any, allowed: Any) -> bool:
+    """A call's value against a rule's: a pattern (`*`), one of a list, or, for a list value, every item
+    matching one of the rule's items."""
+    if isinstance(value, list):
+        options = allowed if isinstance(allowed, list) else [allowed]
+        return all(any(_one(item, option) for option in options) for item in value)
+    if isinstance(allowed, list):
+        return any(_one(value, option) for option in allowed)
+    return _one(value, allowed)
+
+
+def _one(value: Any, allowed: Any) -> bool:
+    if isinstance(allowed, str) and "*" in allowed:
+        return isinstance(value, str) and fnmatch.fnmatchcase(value, allowed)
+    return value == allowed
+
+
+def closest(authorizations: list[Authorization], tool: str, action: Action,
+            risk: Risk) -> tuple[int | None, list[str] | None]:
+    """(index, misses) of the rule that covers the call (misses empty), or of the one that comes closest."""
+    best: tuple[int | None, list[str] | None] = (None, None)
+    for i, auth in enumerate(authorizations):
+        misses = auth.check(tool, action, risk)
+        if misses is None:
+            continue
+        if not misses:
+            return i, []
+        if best[1] is None or len(misses) < len(best[1]):
+            best = (i, misses)
+    return best
