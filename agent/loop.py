@@ -73,7 +73,9 @@ class Session:
         self.store: dict[str, Any] = {}  # tool state shared across calls (run_bench's labels)
         self.turns = 0
         self.tokens = 0
-        self.tool_calls = 0
+        self.tool_calls = 0  # run
+        self.calls_made = 0  # every call the model made, run or not
+        self.skipped = self.malformed = 0
         self.refused: list[Decision] = []
         self.failed_calls = 0
         self.started = time.monotonic()
@@ -150,6 +152,9 @@ class Session:
             return Outcome("done", "final answer", reply.text)
 
         batch = [self._prepare(turn_no, i, c) for i, c in enumerate(reply.tool_calls)]
+        self.calls_made += len(batch)
+        self.malformed += sum(p.error is not None for p in batch)
+        self.skipped += sum(p.decision is not None and p.decision.verdict is Verdict.SKIP for p in batch)
         results = self._run_batch(turn_no, batch)
         for p, r in zip(batch, results):
             self._add_message({"role": "tool", "tool_call_id": p.call.id, "content": r.content})
@@ -239,7 +244,8 @@ class Session:
             return
         # Built first: a Ctrl-C from here on can no longer cost the transcript its end.
         end = dict(status=status, reason=reason, turns=self.turns, tokens=self.tokens, tool_calls=self.tool_calls,
-                   refused=len(self.refused), failed=self.failed_calls,
+                   calls=self.calls_made, refused=len(self.refused), skipped=self.skipped, malformed=self.malformed,
+                   failed=self.failed_calls,
                    duration_s=round(time.monotonic() - self.started, 3))
         self._ended = True
         try:

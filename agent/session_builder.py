@@ -105,7 +105,8 @@ def goal_message(goal: Goal) -> str:
              "that changes a host runs only with a verified backup of that host from this session and a rule "
              "of the goal file that covers it exactly; every other change is refused."]
     if goal.authorizations:
-        lines.append("The goal file's authorizations:")
+        lines.append("The goal file's authorizations (`*` matches any characters; a value a call gives must match "
+                     "the rule's, or one of the rule's when it lists several):")
         lines += [f"- [{i}] {a.describe()}" for i, a in enumerate(goal.authorizations)]
     else:
         lines.append("The goal file authorizes no change: this run can only look.")

@@ -7,6 +7,7 @@ import importlib
 # Tool modules in the order the model sees them. Each defines one Tool subclass named in TOOLS.
 TOOLS = {
     "inspect_host": "tools.inspect_host:InspectHost",
+    "check_compat": "tools.check_compat:CheckCompat",
     "ssh_exec": "tools.ssh_exec:SSHExec",
     "web_search": "tools.web_search:WebSearch",
     "pip_freeze_backup": "tools.pip_freeze_backup:PipFreezeBackup",

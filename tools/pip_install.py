@@ -183,7 +183,12 @@ class PipInstall(Tool):
             return [f"torch is built for CUDA {wheels}, and no nvcc is on PATH: {', '.join(jit)} compile CUDA code "
                     "at run time and need a toolkit of that CUDA major (set CUDA_HOME to it)"]
         if toolkit.split(".")[0] != wheels.split(".")[0]:
+            major = wheels.split(".")[0]
+            found = host.run(f"ls -d /usr/local/cuda-{major}.* 2>/dev/null | sort -V | tail -n 1", timeout=30,
+                             cancel=ctx.cancel).stdout.strip()
+            fix = (f"a CUDA {major} toolkit is installed at {found} but not on PATH: run what uses these wheels with "
+                   f"CUDA_HOME={found} (run_bench's env), or move the cuda symlink (a separate, destructive step)"
+                   if found else f"install a CUDA {major}.x toolkit first, then set CUDA_HOME to it")
             return [f"torch is built for CUDA {wheels} but the toolkit on PATH is {toolkit}: {', '.join(jit)} compile "
-                    f"CUDA code at run time with that toolkit and will fail; install a CUDA {wheels.split('.')[0]}.x "
-                    f"toolkit first, or point CUDA_HOME at one"]
+                    f"CUDA code at run time with that toolkit and will fail; {fix}"]
         return []

@@ -27,7 +27,10 @@ _PATTERNS = [
     # KEY=value / TOKEN: value forms in commands, env dumps and config files.
     # `==` is a version pin (`tiktoken==0.14.0`), not an assignment.
     # Name parts are bounded so a long run like "keykeykey..." costs linear time, not quadratic.
-    re.compile(r"(?i)\b([A-Z0-9_]{0,40}(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)[A-Z0-9_]{0,40})(\s*[=:](?!=)\s*)([\"']?)([^\s\"']{4,})"),
+    # The name ends with the secret word or a _SUFFIX after it (API_KEY_ID), so a tokenizer=, a
+    # "Total input tokens:" or a max_total_num_tokens= is not taken for a secret.
+    re.compile(r"(?i)\b([A-Z0-9_]{0,40}(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)(?:_[A-Z0-9]{1,20}){0,2})"
+               r"(\s*[=:](?!=)\s*)([\"']?)([^\s\"']{4,})"),
     # JSON forms: {"token": "..."} and the name/value pairs of an environment ({"name": "X_KEY", "value": "..."}).
     re.compile(r'(?i)("[a-z0-9_-]{0,40}(?:key|token|secret|password|passwd|auth)"\s*:\s*")([^"]{4,})(")'),
     re.compile(r'(?i)("name"\s*:\s*"[a-z0-9_]{0,40}(?:key|token|secret|password|passwd)[a-z0-9_]{0,40}"\s*,\s*"value"\s*:\s*")([^"]*)(")'),
@@ -67,7 +70,7 @@ class Redactor:
         if _MAYBE_SECRET.search(s) is None:  # one scan rules out the common case
             return s
         p = _PATTERNS
-        s = p[0].sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", s)
+        s = p[0].sub(_assignment, s)
         s = p[1].sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", s)
         s = p[2].sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", s)
         s = p[3].sub(lambda m: f"{m.group(1)}{REDACTED}", s)
@@ -99,15 +102,32 @@ class Redactor:
         return obj
 
 
+# A count of tokens is a figure, not a credential: max_token=512, TOKEN_LIMIT: 8192.
+_FIGURE = re.compile(r"[0-9][0-9.,]*[,;)]?|None|True|False|null|true|false")
+
+
+def _assignment(m: re.Match) -> str:
+    name, value = m.group(1), m.group(4)
+    if "token" in name.lower() and "key" not in name.lower() and _FIGURE.fullmatch(value):
+        return m.group(0)
+    return f"{name}{m.group(2)}{m.group(3)}{REDACTED}"
+
+
 _SCALARS = (int, float, bool, type(None))
 _secret_keys: dict[Any, bool] = {}
+
+
+# A mapping key that names a secret: it ends with the secret word (api_key, access_token, password);
+# "tokenizer", "total_input_tokens" or "keyboard" do not.
+_SECRET_KEY = re.compile(r"(?i)(?:^|[_-])(?:api[_-]?)?(?:key|token|secret|password|passwd|credentials?|auth)$"
+                         r"|^(?:authorization|apikey|passphrase)$")
 
 
 def _secret_key(key: Any) -> bool:
     """Whether a mapping key names a secret (cached: sessions use few distinct keys)."""
     hit = _secret_keys.get(key)
     if hit is None:
-        hit = _secret_keys[key] = isinstance(key, str) and _SECRET_NAME.search(key) is not None
+        hit = _secret_keys[key] = isinstance(key, str) and _SECRET_KEY.search(key) is not None
     return hit
 
 

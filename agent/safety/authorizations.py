@@ -64,9 +64,10 @@ class Authorization(BaseModel):
         where = "any host" if self.host == "*" else self.host
         if self.command is not None:
             return f"on {where}: exactly the command `{self.command}`"
-        named = ", ".join(f"{k} {json.dumps(v)}" for k, v in self.args.items())
+        named = ", ".join(f"{k} {_allowed_text(v)}" for k, v in self.args.items())
         return (f"on {where}: {self.tool}" + (f" with {named}" if named else "") +
-                "; every other argument left at its default" + (" (destructive steps too)" if self.destructive else ""))
+                "; every other argument that changes what it does at its default (a checksum or a timeout is "
+                "yours to give)" + (", destructive steps too" if self.destructive else ""))
 
     def check(self, tool: str, action: Action, risk: Risk) -> list[str] | None:
         """None when the rule is of another kind or host (it says nothing about the call); else the ways
@@ -92,6 +93,13 @@ class Authorization(BaseModel):
             elif name not in action.defaults:
                 misses.append(f"the rule does not name {name}, which {tool} needs")
         return misses
+
+
+def _allowed_text(value: Any) -> str:
+    """A rule's value as it reads: `"13.0"`, `one of true, false`, `each one of "torch==2.10.0+cu130", ...`."""
+    if isinstance(value, list):
+        return "each matching one of " + ", ".join(json.dumps(v) for v in value)
+    return json.dumps(value)
 
 
 def value_matches(value: Any, allowed: Any) -> bool:

@@ -84,3 +84,31 @@ class OutputTail:
     @property
     def count(self) -> int:
         return self.total + (1 if self.partial else 0)
+
+
+EXIT_MEANINGS = {0: "goal met", 1: "goal not met or a step failed", 2: "usage or configuration error",
+                 3: "a needed step was refused by the safety layer", 4: "budget exhausted", 130: "interrupted"}
+
+
+def session_summary(ev: dict) -> str:
+    """The closing line: every call the model made, and what became of each."""
+    made = ev.get("calls", ev.get("tool_calls"))
+    parts = [f"{ev.get('tool_calls')} run", f"{ev.get('refused')} refused"]
+    for key in ("skipped", "malformed", "failed"):
+        if ev.get(key):
+            parts.append(f"{ev[key]} {key}")
+    reason = f" ({ev['reason']})" if ev.get("reason") else ""
+    return (f"session {ev['status']}: {ev.get('turns')} turns, {made} calls ({', '.join(parts)}), "
+            f"{ev.get('duration_s')}s{reason}")
+
+
+def check_line(ev: dict) -> str:
+    """One success check at the end of a run, with what it found."""
+    return f"  {'✓' if ev.get('ok') else '✗'} check {ev.get('index')}: {ev.get('kind')}: {ev.get('detail')}"
+
+
+def verdict_line(ev: dict) -> str:
+    """The run's verdict: met or not, why, and what the exit code means."""
+    code = ev.get("exit_code")
+    head = "GOAL MET" if ev.get("met") else "GOAL NOT MET"
+    return f"{head}: {ev.get('reason')} (exit code {code}: {EXIT_MEANINGS.get(code, 'see agent --help')})"

@@ -9,7 +9,7 @@ import sys
 import threading
 from typing import IO, Iterator
 
-from app.ui.common import progress_label
+from app.ui.common import check_line, progress_label, session_summary, verdict_line
 
 _ICONS = {"allow": "+", "deny": "x", "skip": "~"}
 
@@ -92,10 +92,12 @@ class PlainPrinter:
                 return None
             self._last_progress[ev.get("call_id", "")] = label
             return f"    ~ {ev.get('tool')}: {label}"
+        if t == "check":
+            return check_line(ev)
+        if t == "goal_result":
+            return verdict_line(ev)
         if t == "session_end":
-            return (f"session {ev['status']}: {ev.get('turns')} turns, {ev.get('tool_calls')} tool calls, "
-                    f"{ev.get('refused')} refused, {ev.get('duration_s')}s" + (
-                        f" ({ev['reason']})" if ev.get("reason") else ""))
+            return session_summary(ev)
         return None
 
 

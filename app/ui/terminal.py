@@ -20,7 +20,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from app.ui.common import OutputTail, progress_label, progress_numbers
+from app.ui.common import OutputTail, check_line, progress_label, progress_numbers, session_summary, verdict_line
 from app.ui.format import _ANSI, STATUS_MARK, TONE_STYLE, _esc, _result_detail, _seconds, decision_panel
 
 
@@ -145,10 +145,12 @@ class TerminalView:
         if t == "host_key_trusted":
             return [Text(f"  host key of {ev.get('host')} trusted: {ev.get('key_type')} {ev.get('fingerprint')}",
                          style="yellow", overflow="fold")]
+        if t == "check":
+            return [Text(check_line(ev), style="green" if ev.get("ok") else "red", overflow="fold")]
+        if t == "goal_result":
+            return [Text(verdict_line(ev), style="bold green" if ev.get("met") else "bold red", overflow="fold")]
         if t == "session_end":
-            reason = f" ({ev['reason']})" if ev.get("reason") else ""
-            return [Text(f"session {ev['status']}: {ev.get('turns')} turns, {ev.get('tool_calls')} tool calls, "
-                         f"{ev.get('refused')} refused, {ev.get('duration_s')}s{reason}", style="dim")]
+            return [Text(session_summary(ev), style="dim")]
         return []
 
     def _model_response(self, ev: dict) -> list[RenderableType]:

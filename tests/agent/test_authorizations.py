@@ -131,8 +131,8 @@ def test_the_first_message_of_a_run_lists_the_rules(tmp_path):
                     f"  - {{host: sim, tool: pip_install, args: {{index_url: \"{CU130}\", "
                     "packages: [\"torch==2.10.0+cu130\"]}}\n")
     text = goal_message(load_goal(goal))
-    assert f'- [0] on sim: pip_install with index_url "{CU130}", packages ["torch==2.10.0+cu130"]; every other ' \
-           "argument left at its default" in text
+    assert f'- [0] on sim: pip_install with index_url "{CU130}", packages each matching one of ' \
+           '"torch==2.10.0+cu130"; every other argument that changes what it does at its default' in text
 
 
 def test_a_goal_with_a_command_prefix_is_told_what_to_write_instead(tmp_path):

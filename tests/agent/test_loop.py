@@ -586,3 +586,22 @@ def test_the_time_budget_keeps_the_operators_reason_when_the_operator_cancelled_
     assert flags.reads_reason == "by the operator"
     session.close("interrupted")
     assert not [e for e in events(path, "note") if e.get("kind") == "budget"]
+
+
+def test_the_redactor_never_touches_benchmark_figures_and_still_takes_secrets():
+    """The samples of real SGLang and vLLM benchmark output (tests/data/bench) pass through unchanged:
+    "Total input tokens: 204800", "#tokens: 425176", "tokenizer=None" are figures and settings."""
+    from agent.record.transcript import Redactor
+
+    redactor = Redactor(environ={})
+    samples = sorted((Path(__file__).resolve().parents[1] / "data" / "bench").glob("*.txt"))
+    assert len(samples) >= 4
+    for sample in samples:
+        text = sample.read_text()
+        assert redactor.text(text) == text, sample.name
+    assert redactor.value({"tokenizer": "meta-llama/Llama-3.1-8B", "total_input_tokens": "204800"}) == \
+        {"tokenizer": "meta-llama/Llama-3.1-8B", "total_input_tokens": "204800"}
+    for secret in ("API_KEY=abcd1234efgh", "DB_PASSWORD=12345678", "HF_TOKEN: hf_abcdefghijklmnopqrstu",
+                   '{"access_token": "abcdefgh123"}', "GITHUB_TOKEN=gh1234567890"):
+        assert "[REDACTED]" in redactor.text(secret), secret
+    assert redactor.value({"api_key": "zzzzzzzz"}) == {"api_key": "[REDACTED]"}

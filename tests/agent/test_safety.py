@@ -309,6 +309,7 @@ def test_every_tool_tells_the_gate_typed_facts_an_authorization_can_match():
     samples = {
         "ssh_exec": {"host": "h", "command": "nvidia-smi"},
         "inspect_host": {"host": "h", "python": "/opt/venv/bin/python"},
+        "check_compat": {"host": "h", "cuda": "13.0"},
         "pip_freeze_backup": {"host": "h", "python": "/opt/venv/bin/python"},
         "restore_backup": {"host": "h", "backup_id": "backup-h-1"},
         "install_runfile": {"host": "h", "version": "13.0", "runfile": "file:///srv/cuda_13.0.1_580.82.07_linux.run",

@@ -1,0 +1,48 @@
+"""check_compat on the sandboxed sim: what blocks a target CUDA, and what it would endanger."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.base import ArtifactStore, ToolContext
+from tools.check_compat import CheckCompat
+from tools.hosts import HostPool
+from tools.sim import build_sim
+
+
+@pytest.fixture
+def check(tmp_path):
+    pools = []
+
+    def run(cuda: str, **sim_options):
+        sim = build_sim(tmp_path / f"gpu{len(pools)}", **sim_options)
+        pool = HostPool([sim.host_spec()])
+        pools.append(pool)
+        tool = CheckCompat()
+        return tool.run(ToolContext(hosts=pool, artifacts=ArtifactStore(None)), tool.parse_args({"host": "sim",
+                                                                                                 "cuda": cuda}))
+    yield run
+    for pool in pools:
+        pool.close()
+
+
+def test_the_seed_machine_can_take_cuda_13_and_is_told_the_wheels_must_follow(check):
+    r = check("13.0")
+    assert r.ok and r.blockers == [] and r.driver == "590.48.01" and r.toolkit_on_path == "12.8"
+    assert any("move the wheels to +cu130 builds too" in f.what and "CUDA_HOME" in f.what for f in r.risks)
+
+
+def test_a_driver_of_550_blocks_cuda_13_and_says_why_with_its_source(check):
+    r = check("13.0", driver_version="550.144.03")
+    assert not r.ok
+    first = r.blockers[0]
+    assert "CUDA 13.0 needs a driver of 580 or newer; this host has 550.144.03" in first.what
+    assert "minimum required driver version" in first.source
+    assert any("Blackwell) needs a driver of 570" in f.what for f in r.blockers)
+    assert len([f for f in r.blockers if "Blackwell" in f.what]) == 1  # one finding for eight identical GPUs
+    assert any("cannot see the GPUs now" in f.what for f in r.risks)
+
+
+def test_blackwell_needs_cuda_12_8_or_newer(check):
+    r = check("12.6")
+    assert any("needs CUDA 12.8 or newer" in f.what for f in r.blockers)

@@ -1,0 +1,133 @@
+"""check_compat: before acting, can a target CUDA run on this host, and what would the plan break?
+
+It reads the host the way inspect_host does and compares it with the target, each finding with its
+source: the driver's minimum for the target's CUDA major (NVIDIA's minor-version compatibility:
+13.x needs a driver of 580 or newer, 12.x 525, and 12.8 on Blackwell 570), the GPU architectures the
+target drops or needs (CUDA 13 drops Maxwell, Pascal and Volta; Blackwell needs 12.8 or newer),
+wheels built for another CUDA major than the target while a JIT-compiling package is installed, and
+torch that cannot see the GPUs now, with torch's own error.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext
+from tools.inspect_host import InspectHost
+from tools.pip_install import JIT_PACKAGES
+
+RELEASE_NOTES = "NVIDIA CUDA Toolkit release notes, table 'CUDA Toolkit and minimum required driver version'"
+ARCH_NOTES = "NVIDIA CUDA Toolkit release notes, 'Deprecated and dropped features' / supported architectures"
+# The oldest driver (major version) that runs a CUDA major through minor-version compatibility.
+DRIVER_MIN = {12: 525, 13: 580}
+# Architectures (compute capability majors) a CUDA major can no longer build for.
+DROPPED = {13: {5: "Maxwell", 6: "Pascal", 7: "Volta"}}  # 7.5 Turing stays; checked below
+
+
+class Finding(BaseModel):
+    what: str
+    source: str
+
+
+class CheckCompatResult(BaseModel):
+    host: str
+    cuda: str
+    ok: bool = Field(description="true when nothing blocks the target")
+    blockers: list[Finding]
+    risks: list[Finding]
+    driver: str | None
+    driver_cuda: str | None
+    gpus: list[str]
+    toolkit_on_path: str | None
+    torch: str | None
+
+
+class CheckCompat(Tool):
+    """Check whether a target CUDA toolkit (and wheels built for it) can run on a host, before acting.
+
+    Read-only. Lists what blocks the target (a driver too old for its CUDA major, GPUs it drops or that
+    need a newer CUDA) and what the plan would endanger (torch built for another CUDA while a
+    JIT-compiling package is installed, torch that cannot see the GPUs now), each with its source.
+    Call it with inspect_host before the first change; if something blocks, do not upgrade: report it.
+    """
+
+    name = "check_compat"
+
+    class Args(StrictArgs):
+        host: str = Field(description="host in this session")
+        cuda: str = Field(pattern=r"^\d+\.\d+$", description="target CUDA toolkit version X.Y, e.g. 13.0")
+        python: str | None = Field(default=None, description="interpreter whose torch to check (default: the "
+                                                             "host's configured one)")
+
+    Result = CheckCompatResult
+
+    def action(self, args) -> Action:
+        return Action(host=args.host, subject=f"check_compat cuda={args.cuda} python={args.python or '(default)'}",
+                      risk=Risk(cls=RiskClass.READ_ONLY, rule="tool:check_compat",
+                                reason="reads versions and GPUs; changes nothing"),
+                      interpreter=args.python)
+
+    def run(self, ctx: ToolContext, args) -> CheckCompatResult:
+        inspect = InspectHost()
+        facts = inspect.run(ctx, inspect.parse_args({"host": args.host, "python": args.python}))
+        major, minor = (int(x) for x in args.cuda.split("."))
+        blockers, risks = [], []
+        driver = facts.driver.version if facts.driver else None
+        driver_cuda = facts.driver.cuda_version if facts.driver else None
+        if driver is None:
+            blockers.append(Finding(what="no NVIDIA driver answers (nvidia-smi failed): nothing CUDA can run",
+                                    source="nvidia-smi on the host"))
+        else:
+            need = DRIVER_MIN.get(major)
+            have = int(driver.split(".")[0])
+            if need is not None and have < need:
+                blockers.append(Finding(what=f"CUDA {args.cuda} needs a driver of {need} or newer; this host has "
+                                             f"{driver} (it supports CUDA {driver_cuda} at most): upgrade the driver "
+                                             f"first, or stay on CUDA {driver_cuda}", source=RELEASE_NOTES))
+        for gpu in facts.gpus:
+            cc = gpu.compute_capability or ""
+            try:
+                cc_major, cc_minor = (int(x) for x in cc.split(".")[:2])
+            except ValueError:
+                continue
+            dropped = DROPPED.get(major, {})
+            if cc_major in dropped and (cc_major, cc_minor) != (7, 5):
+                blockers.append(Finding(what=f"GPU {gpu.index} ({gpu.name}, compute capability {cc}, "
+                                             f"{dropped[cc_major]}) is not supported by CUDA {major}",
+                                        source=ARCH_NOTES))
+            if cc_major >= 10 and (major, minor) < (12, 8):
+                blockers.append(Finding(what=f"GPU {gpu.index} ({gpu.name}, compute capability {cc}, Blackwell) "
+                                             f"needs CUDA 12.8 or newer", source=ARCH_NOTES))
+            if cc_major >= 10 and driver is not None and int(driver.split(".")[0]) < 570:
+                blockers.append(Finding(what=f"GPU {gpu.index} ({gpu.name}, Blackwell) needs a driver of 570 or "
+                                             f"newer; this host has {driver}", source=RELEASE_NOTES))
+        py = facts.python
+        torch = py.torch if py else None
+        if py is not None and py.torch and py.cuda_available is False:
+            risks.append(Finding(what=f"torch {py.torch} cannot see the GPUs now"
+                                      + (f": {py.error}" if py.error else " (torch.cuda.is_available() is False)"),
+                                 source="torch on the host"))
+        jit = [name for name in JIT_PACKAGES if py is not None and name in py.packages]
+        if torch and "+cu" in torch and jit:
+            built = torch.rsplit("+cu", 1)[1]
+            if built[:-1] and int(built[:-1]) != major:
+                risks.append(Finding(what=f"torch is built for CUDA {built[:-1]}.{built[-1]} and {', '.join(jit)} "
+                                          f"compile CUDA code at run time: after a CUDA {major} toolkit, move the "
+                                          f"wheels to +cu{major}{minor} builds too, and run them with CUDA_HOME set "
+                                          "to the new toolkit", source="the installed packages"))
+        return CheckCompatResult(host=args.host, cuda=args.cuda, ok=not blockers, blockers=_unique(blockers),
+                                 risks=risks, driver=driver, driver_cuda=driver_cuda,
+                                 gpus=sorted({f"{g.name} ({g.compute_capability})" for g in facts.gpus}),
+                                 toolkit_on_path=facts.toolkit_on_path.version if facts.toolkit_on_path else None,
+                                 torch=torch)
+
+
+def _unique(findings: list[Finding]) -> list[Finding]:
+    """One finding per kind for a box of identical GPUs: the first GPU's stands for the others."""
+    seen, out = set(), []
+    for f in findings:
+        key = f.what.split(")", 1)[-1]
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
