@@ -17,6 +17,7 @@ from tools.inspect_host import InspectHost
 from tools.pip_install import JIT_PACKAGES
 
 RELEASE_NOTES = "NVIDIA CUDA Toolkit release notes, table 'CUDA Toolkit and minimum required driver version'"
+GPU_NOTES = "NVIDIA driver release notes, supported products (Blackwell GPUs need the 570 driver branch or newer)"
 ARCH_NOTES = "NVIDIA CUDA Toolkit release notes, 'Deprecated and dropped features' / supported architectures"
 # The oldest driver (major version) that runs a CUDA major through minor-version compatibility.
 DRIVER_MIN = {12: 525, 13: 580}
@@ -82,8 +83,9 @@ class CheckCompat(Tool):
             have = int(driver.split(".")[0])
             if need is not None and have < need:
                 blockers.append(Finding(what=f"CUDA {args.cuda} needs a driver of {need} or newer; this host has "
-                                             f"{driver} (it supports CUDA {driver_cuda} at most): upgrade the driver "
-                                             f"first, or stay on CUDA {driver_cuda}", source=RELEASE_NOTES))
+                                             f"{driver} (it supports CUDA {driver_cuda} at most): the driver must be "
+                                             f"upgraded first (a toolkit alone cannot change this)",
+                                        source=RELEASE_NOTES))
         for gpu in facts.gpus:
             cc = gpu.compute_capability or ""
             try:
@@ -100,7 +102,7 @@ class CheckCompat(Tool):
                                              f"needs CUDA 12.8 or newer", source=ARCH_NOTES))
             if cc_major >= 10 and driver is not None and int(driver.split(".")[0]) < 570:
                 blockers.append(Finding(what=f"GPU {gpu.index} ({gpu.name}, Blackwell) needs a driver of 570 or "
-                                             f"newer; this host has {driver}", source=RELEASE_NOTES))
+                                             f"newer to run at all; this host has {driver}", source=GPU_NOTES))
         py = facts.python
         torch = py.torch if py else None
         if py is not None and py.torch and py.cuda_available is False:

@@ -30,6 +30,8 @@ from tools.base import (
 )
 from tools.hosts import HostError
 
+# Where a runfile may come from: https://host/path, file:///path or /path, in safe characters only.
+RUNFILE_SOURCE = re.compile(r"^(?:https://[A-Za-z0-9.-]+(?::\d+)?/|file:///|/)[A-Za-z0-9._+/-]+$")
 RUNFILE_NAME = re.compile(r"^cuda_(?P<cuda>\d+\.\d+\.\d+)_(?P<driver>\d+\.\d+(?:\.\d+)?)_linux(?:_sbsa)?\.run$")
 INSTALLER_LOG = "/var/log/cuda-installer.log"
 
@@ -83,6 +85,19 @@ class InstallRunfile(Tool):
         move_symlink: bool = Field(default=False, description="point <cuda_root>/cuda at the new toolkit")
         override: bool = Field(default=False, description="pass --override (skip the installer's compiler check)")
         timeout: int = Field(default=3600, ge=60, le=14400, description="seconds for download and install")
+
+        @field_validator("runfile")
+        @classmethod
+        def _runfile_shape(cls, v: str) -> str:
+            """A plain https:// URL, a file:/// URL or an absolute host path, ending in a runfile's name: no
+            query, fragment, percent-escape, `..`, authority in a file URL, quote, space or shell character,
+            so the file the gate approves is the file that runs."""
+            m = RUNFILE_SOURCE.match(v)
+            if not m or "/../" in v + "/" or "/./" in v + "/" or not RUNFILE_NAME.match(v.rsplit("/", 1)[-1]):
+                raise ValueError(f"{v[:200]!r} is not a runfile source: give https://HOST/PATH/cuda_X.Y.Z_DRIVER_linux.run, "
+                                 "file:///PATH/cuda_X.Y.Z_DRIVER_linux.run or /PATH/cuda_X.Y.Z_DRIVER_linux.run "
+                                 "(letters, digits and ._+-/ only)")
+            return v
 
         @field_validator("checksum")
         @classmethod

@@ -66,8 +66,8 @@ class Authorization(BaseModel):
             return f"on {where}: exactly the command `{self.command}`"
         named = ", ".join(f"{k} {_allowed_text(v)}" for k, v in self.args.items())
         return (f"on {where}: {self.tool}" + (f" with {named}" if named else "") +
-                "; every other argument that changes what it does at its default (a checksum or a timeout is "
-                "yours to give)" + (", destructive steps too" if self.destructive else ""))
+                "; leave out every other argument (or give its default value); a checksum, a timeout or a label is "
+                "yours to give" + ("; destructive steps too" if self.destructive else ""))
 
     def check(self, tool: str, action: Action, risk: Risk) -> list[str] | None:
         """None when the rule is of another kind or host (it says nothing about the call); else the ways

@@ -8,6 +8,7 @@ reach out), and the sim's freeze proves that none of them ran.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -132,7 +133,7 @@ def test_the_first_message_of_a_run_lists_the_rules(tmp_path):
                     "packages: [\"torch==2.10.0+cu130\"]}}\n")
     text = goal_message(load_goal(goal))
     assert f'- [0] on sim: pip_install with index_url "{CU130}", packages each matching one of ' \
-           '"torch==2.10.0+cu130"; every other argument that changes what it does at its default' in text
+           '"torch==2.10.0+cu130"; leave out every other argument (or give its default value)' in text
 
 
 def test_a_goal_with_a_command_prefix_is_told_what_to_write_instead(tmp_path):
@@ -191,3 +192,44 @@ def test_pip_install_ignores_the_hosts_pip_configuration(tmp_path):
     assert [c.after for c in r.changes] == ["sgl-kernel==0.3.21+cu130"] and r.index_urls == [CU130]
     assert not sim.sys_path("/tmp/elsewhere").exists()
     pool.close()
+
+
+# Calls written by a reviewer who had not read the gate, to slip past goals/demo.yaml's authorizations.
+REDTEAM = Path(__file__).resolve().parents[1] / "data" / "authorizations" / "redteam-2026-12.jsonl"
+# Allowed because they are what the rule says: any sgl-kernel cu130 version (the rule's `*`), a subset of the
+# rule's packages, and "false" read as false by the tool and the gate alike.
+WITHIN_THE_RULE = {46, 47, 61}
+
+
+def test_no_red_team_call_gets_a_change_past_the_demo_goals_rules():
+    """Every typed change the red team wrote is refused or rejected, except those the rule allows by its own
+    words; what the classifier lets through as read-only (benchmark flags, forged figures) belongs to the
+    classifier and is counted, not judged, here."""
+    goal = load_goal(Path(__file__).resolve().parents[2] / "goals" / "demo.yaml")
+    gate = backed_up(SafetyPolicy(scope={"sim"}, authorizations=goal.authorizations), "sim")
+    tools = {t.name: t for t in default_tools()}
+    attacks = [json.loads(line) for line in REDTEAM.read_text().split("\n") if line.strip()]  # U+2028 inside
+    assert len(attacks) >= 150
+    allowed = []
+    for i, attack in enumerate(attacks):
+        tool = tools[attack["name"]]
+        try:
+            action = tool.action(tool.parse_args(attack["arguments"]))
+        except Exception:  # noqa: BLE001 - rejected before the gate: it cannot run
+            continue
+        d = gate.decide(tool.name, action)
+        if d.allowed and d.rule not in ("read-only", "backup"):
+            allowed.append(i)
+    assert set(allowed) == WITHIN_THE_RULE, [(i, attacks[i]) for i in set(allowed) - WITHIN_THE_RULE]
+
+
+@pytest.mark.parametrize("runfile", [
+    "file://https://evil.example/cuda_13.0.1_580.82.07_linux.run", "file://evil.example/cuda_13.0.1_580.82.07_linux.run",
+    "file:///var/tmp/payload.sh?/cuda_13.0.1_580.82.07_linux.run", "file:///var/tmp/p.sh#/cuda_13.0.1_580.82.07_linux.run",
+    "file:///var/tmp/cuda_13.0.1_580.82.07_linux.run/../payload.sh", "file:///tmp/x%3F/cuda_13.0.1_580.82.07_linux.run",
+    "file:///tmp/$(id)/cuda_13.0.1_580.82.07_linux.run", "file:///tmp/x'y/cuda_13.0.1_580.82.07_linux.run",
+    "file:///tmp/x\nid\n/cuda_13.0.1_580.82.07_linux.run", "http://evil.example/cuda_13.0.1_580.82.07_linux.run",
+])
+def test_a_runfile_source_is_one_plain_file(runfile):
+    with pytest.raises(Exception, match="is not a runfile source"):
+        InstallRunfile.parse_args({"host": "sim", "runfile": runfile, "checksum": "a" * 32, "version": "13.0"})
