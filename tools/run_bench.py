@@ -270,6 +270,9 @@ class BenchComparison(BaseModel):
     higher_is_better: bool | None  # None when the metric's name does not say (json/regex)
     significant: bool
     verdict: str
+    # How this run's command line (environment and directory included) differs from the baseline's:
+    # a comparison of two different things is still made, and says so.
+    not_like_for_like: str | None = None
 
 
 def compare(label: str, values: list[float], baseline_label: str, baseline: dict,
@@ -466,6 +469,10 @@ class RunBench(Tool):
         comparison = None
         if baseline is not None:
             comparison = compare(args.label, values, args.compare_to, baseline, higher_is_better(metric, unit))
+            if baseline.get("command") and baseline["command"] != bench_subject(args):
+                comparison.not_like_for_like = (f"{args.label} ran `{bench_subject(args)}`, {args.compare_to} ran "
+                                                f"`{baseline['command']}`: say why in the report (e.g. CUDA_HOME for "
+                                                f"a new toolkit), or measure both alike")
         result = RunBenchResult(
             host=args.host, command=bench_subject(args), label=args.label, parser=args.parser, metric=metric,
             unit=unit, values=values, median=median, min=min(values), max=max(values), spread=spread,
@@ -494,7 +501,7 @@ class RunBench(Tool):
                 f"against {c.baseline_label}: median {_num(c.baseline_median)} (min {_num(c.baseline_min)}, "
                 f"max {_num(c.baseline_max)}); ratio {ratio}; significant: {'yes' if c.significant else 'no'}",
                 f"verdict: {c.verdict}",
-            ]
+            ] + ([f"not like for like: {c.not_like_for_like}"] if c.not_like_for_like else [])
         if result.artifacts:
             lines.append(f"whole outputs: {', '.join(result.artifacts)}")
         if result.output_tail:

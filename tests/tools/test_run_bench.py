@@ -539,3 +539,13 @@ def test_gate_sees_a_workload_not_a_plain_command():
                                 "sglang_bench_serving", "label": "before"})
     action = RunBench().action(args)
     assert classify_action(action).cls is RiskClass.READ_ONLY
+
+
+def test_a_comparison_of_two_different_command_lines_says_so(bench):
+    bench.run(command="echo 'Output token throughput (tok/s): 10'", label="before", parser="regex:throughput \\(tok/s\\): ([0-9.]+)")
+    r = bench.run(command="echo 'Output token throughput (tok/s): 11'", label="after", compare_to="before",
+                  parser="regex:throughput \\(tok/s\\): ([0-9.]+)", env={"CUDA_HOME": "/usr/local/cuda-13.0"})
+    assert r.comparison is not None and "CUDA_HOME=/usr/local/cuda-13.0" in r.comparison.not_like_for_like
+    same = bench.run(command="echo 'Output token throughput (tok/s): 11'", label="again", compare_to="after",
+                     parser="regex:throughput \\(tok/s\\): ([0-9.]+)", env={"CUDA_HOME": "/usr/local/cuda-13.0"})
+    assert same.comparison.not_like_for_like is None
