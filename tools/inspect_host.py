@@ -63,6 +63,9 @@ def _script(cuda_root: str, python: str, disk_paths: list[str]) -> str:
         "cuda_link": f"if [ -L {r}/cuda ]; then echo link $(readlink {r}/cuda) $(readlink -f {r}/cuda); "
                      f"elif [ -e {r}/cuda ]; then echo dir; else echo none; fi",
         "python": f"{shlex.quote(python)} - <<'PYEOF' 2>&1\n{PYTHON_PROBE}\nPYEOF",
+        # The indexes pip would use for this interpreter (its config files and PIP_* variables).
+        "pip_config": f"PIP_DISABLE_PIP_VERSION_CHECK=1 {shlex.quote(python)} -m pip config list 2>/dev/null; "
+                      "env | grep -E '^(PIP|UV)_(EXTRA_)?INDEX_URL=' || true",
         # One df per path, each row led by the path asked: df prints nothing for a path that does not
         # exist, so rows of one df over several paths would pair with the wrong path.
         "disk": "for p in " + " ".join(shlex.quote(p) for p in disk_paths) + "; do "
@@ -179,6 +182,8 @@ class InspectHost(Tool):
         cuda_symlink: str | None = Field(description="where <cuda_root>/cuda points, resolved")
         python: PythonEnv | None
         disk: list[Disk]
+        pip_indexes: list[str] = Field(default_factory=list, description="index URLs pip is configured with "
+                                                                       "(pip_install uses only the ones it is given)")
         notes: list[str]
 
     def action(self, args) -> Action:
@@ -201,6 +206,15 @@ class InspectHost(Tool):
             raise ToolError(f"inspecting {args.host} did not finish: "
                             f"{'connection lost' if r.connection_lost else 'timed out after 120 s'}")
         return parse_inspection(r.stdout, host=args.host, cuda_root=cuda_root, python=python, disk_paths=disk_paths)
+
+
+def _pip_indexes(section: str) -> list[str]:
+    urls: list[str] = []
+    for line in section.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().endswith(("index-url", "INDEX_URL")):
+            urls += [u for u in value.strip().strip("'\"").split() if u not in urls]
+    return urls
 
 
 def parse_inspection(text: str, *, host: str, cuda_root: str, python: str,
@@ -298,4 +312,5 @@ def parse_inspection(text: str, *, host: str, cuda_root: str, python: str,
         notes.append(f"torch is built for CUDA {python_env.torch_cuda} but nvcc on PATH is {nvcc_version}")
     return InspectHost.Result(host=host, os=os_name, kernel=kernel, driver=driver, gpus=gpus, gpu_count=len(gpus),
                               toolkit_on_path=toolkit_on_path, nvcc_build=nvcc_build, toolkits=toolkits,
-                              cuda_symlink=cuda_symlink, python=python_env, disk=disk, notes=notes)
+                              cuda_symlink=cuda_symlink, python=python_env, disk=disk,
+                              pip_indexes=_pip_indexes(s.get("pip_config", "")), notes=notes)

@@ -101,6 +101,8 @@ def test_inspect_host_sees_plain_paths_and_the_same_disk_rows_every_time(tmp_pat
     dumped = json.dumps(first.model_dump(mode="json"))
     assert str(sim.root) not in dumped and first.cuda_symlink == "/usr/local/cuda-12.8"
     assert first.python.torch == "2.10.0+cu128"
+    # The indexes pip is configured with on the host (its venv's pip.conf), which pip_install will not use.
+    assert set(first.pip_indexes) == {"file:///srv/pypi/simple", "file:///srv/pypi/simple-cu128"}
     # The seed's OS, not this machine's: the sim owns its /etc/os-release.
     assert "Ubuntu 24.04" in (first.os or ""), first.os
 
