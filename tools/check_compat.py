@@ -14,13 +14,12 @@ from pydantic import BaseModel, Field
 
 from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext
 from tools.inspect_host import InspectHost
+from tools.install_runfile import MIN_DRIVER  # the installer refuses on the same table
 from tools.pip_install import JIT_PACKAGES
 
 RELEASE_NOTES = "NVIDIA CUDA Toolkit release notes, table 'CUDA Toolkit and minimum required driver version'"
 GPU_NOTES = "NVIDIA driver release notes, supported products (Blackwell GPUs need the 570 driver branch or newer)"
 ARCH_NOTES = "NVIDIA CUDA Toolkit release notes, 'Deprecated and dropped features' / supported architectures"
-# The oldest driver (major version) that runs a CUDA major through minor-version compatibility.
-DRIVER_MIN = {12: 525, 13: 580}
 # Architectures (compute capability majors) a CUDA major can no longer build for.
 DROPPED = {13: {5: "Maxwell", 6: "Pascal", 7: "Volta"}}  # 7.5 Turing stays; checked below
 
@@ -79,7 +78,7 @@ class CheckCompat(Tool):
             blockers.append(Finding(what="no NVIDIA driver answers (nvidia-smi failed): nothing CUDA can run",
                                     source="nvidia-smi on the host"))
         else:
-            need = DRIVER_MIN.get(major)
+            need = MIN_DRIVER.get(major)
             have = int(driver.split(".")[0])
             if need is not None and have < need:
                 blockers.append(Finding(what=f"CUDA {args.cuda} needs a driver of {need} or newer; this host has "
