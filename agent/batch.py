@@ -112,7 +112,8 @@ def _allowed_by(p: PreparedCall) -> str:
     d = p.decision
     if d is None or d.approved_by is None:
         return ""
-    return f"[allowed by {d.approved_by}: {d.reason}]\n"
+    by = d.approved_by.replace("goal:", "the goal file's ")
+    return f"[allowed by {by}]\n"
 
 
 def _unrun(p: PreparedCall) -> CallResult:

@@ -14,6 +14,11 @@ class ExitCode(enum.IntEnum):
     INTERRUPTED = 130  # Ctrl-C
 
 
+# What each code means, in the words the end of a run prints.
+MEANINGS = {ExitCode.OK: "goal met", ExitCode.FAILED: "goal not met or a step failed",
+            ExitCode.USAGE: "usage or configuration error", ExitCode.REFUSED: "a needed step was refused by the safety layer",
+            ExitCode.BUDGET: "budget exhausted", ExitCode.INTERRUPTED: "interrupted"}
+
 EXIT_CODES_HELP = """exit codes:
   0    goal met (run), identical (replay), no problems (show --verify)
   1    goal not met or a step failed; replay differs; transcript damaged

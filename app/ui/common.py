@@ -7,6 +7,7 @@ import time
 from collections import deque
 
 from agent.safety.policy import ApprovalRequest
+from app.exit_codes import MEANINGS
 
 
 def approval_rows(request: ApprovalRequest) -> list[tuple[str, str]]:
@@ -86,10 +87,6 @@ class OutputTail:
         return self.total + (1 if self.partial else 0)
 
 
-EXIT_MEANINGS = {0: "goal met", 1: "goal not met or a step failed", 2: "usage or configuration error",
-                 3: "a needed step was refused by the safety layer", 4: "budget exhausted", 130: "interrupted"}
-
-
 def session_summary(ev: dict) -> str:
     """The closing line: every call the model made, and what became of each."""
     made = ev.get("calls", ev.get("tool_calls"))
@@ -111,4 +108,4 @@ def verdict_line(ev: dict) -> str:
     """The run's verdict: met or not, why, and what the exit code means."""
     code = ev.get("exit_code")
     head = "GOAL MET" if ev.get("met") else "GOAL NOT MET"
-    return f"{head}: {ev.get('reason')} (exit code {code}: {EXIT_MEANINGS.get(code, 'see agent --help')})"
+    return f"{head}: {ev.get('reason')} (exit code {code}: {MEANINGS.get(code, 'see agent --help')})"

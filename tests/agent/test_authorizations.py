@@ -171,7 +171,7 @@ def test_an_allowed_change_tells_the_model_which_rule_allowed_it(tmp_path):
     run_session(session, "go")
     result = next(e for e in iter_events(path) if e["type"] == "tool_result" and e["tool"] == "pip_install")
     assert result["status"] == "ok"
-    assert result["content"].startswith("[allowed by goal:authorizations[0]: goal file authorizations[0] covers it]")
+    assert result["content"].startswith("[allowed by the goal file's authorizations[0]]\n")
     change = json.loads(result["content"].split("\n", 1)[1])["changes"]
     assert change == [{"package": "sgl-kernel", "before": "sgl-kernel==0.3.21+cu128",
                        "after": "sgl-kernel==0.3.21+cu130"}]

@@ -291,3 +291,20 @@ def test_make_view_falls_back_to_plain_lines(monkeypatch, term, plain, expected)
     monkeypatch.setenv("TERM", term)
     assert type(make_view(plain=plain, out=_FakeTTY())) is expected
     assert type(make_view(out=io.StringIO())) is PlainView  # not a terminal
+
+
+def test_the_end_of_a_run_shows_each_check_the_verdict_with_its_exit_code_and_every_call_counted():
+    from app.ui import PlainPrinter
+
+    printer = PlainPrinter(live=False)
+    check = printer.format({"type": "check", "index": 0, "kind": "toolkit", "ok": False,
+                            "detail": "sim: /usr/local/cuda-13.0/bin/nvcc reports nothing"})
+    verdict = printer.format({"type": "goal_result", "met": False, "exit_code": 3,
+                              "reason": "a needed step was refused"})
+    end = printer.format({"type": "session_end", "status": "done", "turns": 7, "calls": 15, "tool_calls": 11,
+                          "refused": 3, "malformed": 1, "skipped": 0, "failed": 0, "duration_s": 12.5,
+                          "reason": "final answer"})
+    assert check == "  ✗ check 0: toolkit: sim: /usr/local/cuda-13.0/bin/nvcc reports nothing"
+    assert verdict == ("GOAL NOT MET: a needed step was refused (exit code 3: a needed step was refused by the "
+                       "safety layer)")
+    assert end == "session done: 7 turns, 15 calls (11 run, 3 refused, 1 malformed), 12.5s (final answer)"
