@@ -105,6 +105,7 @@ class PipFreezeBackup(Tool):
     by sha256, and registered: mutating or destructive steps on a host are refused until a verified
     backup of it exists. Returns the backup id (restore_backup takes it), the package count and paths.
     `python`: the interpreter or venv python to back up (default: the host's configured one, else python3).
+    Taking a backup needs no approval: it writes only its own new directory.
     """
 
     name = "pip_freeze_backup"

@@ -104,10 +104,11 @@ def restore_plan(python: str, want: dict[str, str] | None, indexes: dict[str, st
 class RestoreBackup(Tool):
     """Restore a Python environment to a pip_freeze_backup, then prove it with a freeze diff.
 
-    Uninstalls what the backup did
-    not have, reinstall the exact pinned versions with --no-deps from the index each one needs (local
-    versions such as +cu128 from their own index), then freeze again and report the difference from the
-    backup, which is empty when the restore worked. Destructive: it needs the operator's approval.
+    It uninstalls what the backup did not have, reinstalls the exact pinned versions with --no-deps from
+    the index each one needs (local versions such as +cu128 from their own index), then freezes again and
+    reports the difference from the backup, which is empty when the restore worked. Destructive: in a chat
+    the operator approves it; in a scripted run it runs only if a goal file rule for restore_backup says
+    `destructive: true`.
     """
 
     name = "restore_backup"
