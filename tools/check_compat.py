@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext
 from tools.inspect_host import InspectHost
 from tools.install_runfile import MIN_DRIVER  # the installer refuses on the same table
-from tools.pip_install import JIT_PACKAGES
+from tools.pip_install import JIT_PACKAGES, wheel_cuda
 
 RELEASE_NOTES = "NVIDIA CUDA Toolkit release notes, table 'CUDA Toolkit and minimum required driver version'"
 GPU_NOTES = "NVIDIA driver release notes, supported products (Blackwell GPUs need the 570 driver branch or newer)"
@@ -109,10 +109,10 @@ class CheckCompat(Tool):
                                       + (f": {py.error}" if py.error else " (torch.cuda.is_available() is False)"),
                                  source="torch on the host"))
         jit = [name for name in JIT_PACKAGES if py is not None and name in py.packages]
-        if torch and "+cu" in torch and jit:
-            built = torch.rsplit("+cu", 1)[1]
-            if built[:-1] and int(built[:-1]) != major:
-                risks.append(Finding(what=f"torch is built for CUDA {built[:-1]}.{built[-1]} and {', '.join(jit)} "
+        built = wheel_cuda(torch or "")
+        if built is not None and jit:
+            if int(built.split(".")[0]) != major:
+                risks.append(Finding(what=f"torch is built for CUDA {built} and {', '.join(jit)} "
                                           f"compile CUDA code at run time: after a CUDA {major} toolkit, move the "
                                           f"wheels to +cu{major}{minor} builds too, and run them with CUDA_HOME set "
                                           "to the new toolkit", source="the installed packages"))

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, field_validator
 from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, run_live, truncate_for_model
 from tools.hosts import HostError
 from tools.inspect_host import parse_nvcc
+from tools.pip_freeze_backup import PIP_ENV as BACKUP_PIP_ENV
 from tools.pip_freeze_backup import parse_freeze
 
 # name==version, the version with an optional local part (+cu130); nothing else (no URL, path, extra, option).
@@ -25,11 +26,17 @@ PIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?==[0-9][0-9A-Za-z.
 INDEX = re.compile(r"^(https://|file:///)[^\s'\"\\]+$")
 # Packages that compile CUDA code at run time against the toolkit on PATH (or CUDA_HOME).
 JIT_PACKAGES = ("flashinfer-python", "sgl-kernel", "deep-gemm", "deep_gemm")
-PIP_ENV = {"PIP_CONFIG_FILE": "/dev/null", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1",
-           "PIP_NO_COLOR": "1"}
-# Run in the host's shell before pip: no PIP_* variable from the host's configuration reaches it.
-UNSET_PIP = 'unset $(compgen -e | grep "^PIP_" | grep -v -e "^PIP_CONFIG_FILE$" -e "^PIP_NO_INPUT$" ' \
-            '-e "^PIP_DISABLE_PIP_VERSION_CHECK$" -e "^PIP_NO_COLOR$") 2>/dev/null; '
+# The backup's pip settings, and no configuration file at all (pip then loads none).
+PIP_ENV = {**BACKUP_PIP_ENV, "PIP_CONFIG_FILE": "/dev/null"}
+# Run in the host's shell before pip: no other PIP_* variable from the host's configuration reaches it.
+UNSET_PIP = ('unset $(compgen -e | grep "^PIP_" | grep -v ' + " ".join(f'-e "^{k}$"' for k in PIP_ENV)
+             + ") 2>/dev/null; ")
+
+
+def wheel_cuda(version: str) -> str | None:
+    """The CUDA a wheel's local version names: 2.10.0+cu130 (or torch==2.10.0+cu130) -> "13.0"."""
+    m = re.search(r"\+cu(\d+)(\d)$", version)
+    return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
 def canonical_pin(pin: str) -> str:
@@ -171,12 +178,10 @@ class PipInstall(Tool):
                                 warnings=self._cuda_mismatch(host, after, ctx))
 
     def _cuda_mismatch(self, host, freeze: dict[str, str], ctx: ToolContext) -> list[str]:
-        torch = freeze.get("torch", "")
-        m = re.search(r"\+cu(\d+?)(\d)$", torch)
+        wheels = wheel_cuda(freeze.get("torch", ""))
         jit = [name for name in JIT_PACKAGES if name in freeze]
-        if not m or not jit:
+        if wheels is None or not jit:
             return []
-        wheels = f"{m.group(1)}.{m.group(2)}"
         r = host.run("nvcc --version", timeout=60, cancel=ctx.cancel)
         toolkit, _ = parse_nvcc(r.stdout) if r.ok else (None, None)
         if toolkit is None:

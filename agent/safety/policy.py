@@ -1,14 +1,15 @@
 """The safety gate: hosts in scope, risk classes, backup before change, explicit approval.
 
-Every tool call passes `Gate.decide` before it runs. The order of the rules is the policy:
+Every tool call passes `SafetyPolicy.decide` before it runs. The order of the rules is the policy:
 
 1. a call naming a host outside the session's scope is refused before any connection;
 2. forbidden steps are refused in every mode;
 3. read-only steps run;
 4. in a dry run (`--plan`) every other step is skipped and reported as "would run";
 5. a mutating or destructive step needs a verified backup of that host from this session;
-6. ... and an explicit approval: the operator's terminal (chat) or the goal file's
-   authorizations (scripted runs). Nothing the model or a tool's output says counts.
+6. ... and an explicit approval: the operator's terminal (chat) or a rule of the goal file's
+   authorizations (scripted runs; see authorizations.py). Nothing the model or a tool's output
+   says counts. A refusal gives every reason at once and, in a scripted run, the closest rule.
 
 Approvals bind to the host and the exact subject (the shell command, or a typed tool's
 canonical description). Every decision names the rule that made it.
