@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -59,7 +60,8 @@ def test_login_environment_does_not_leak_into_the_command(ssh_world, sshd_factor
     ssh_world.add_host_alias("box", server)
     host = ssh_world.pool(HostSpec(name="box", path_prefix=["/opt/marker/bin"])).get("box")
     r = host.run(f"ls -d {tmp_path}; echo \"[$LEAK]\"; echo \"$HOME\"; echo \"[$LANG]\"")
-    assert r.stdout.splitlines() == [str(tmp_path), "[]", os.path.expanduser("~"), "[]"]
+    # HOME is the login user's home as sshd sets it from passwd, whatever HOME this test runs with.
+    assert r.stdout.splitlines() == [str(tmp_path), "[]", pwd.getpwuid(os.getuid()).pw_dir, "[]"]
     assert "sourced-in-clean-bash" not in r.stdout + r.stderr
 
 
