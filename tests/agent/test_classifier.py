@@ -213,7 +213,7 @@ def test_concurrent_calls_agree_with_sequential_ones_and_never_share_the_parser(
     import threading
     import time
 
-    import agent.safety.classifier.rules as classifier
+    import agent.safety.classifier.tree as classifier
 
     commands = [c for c, _ in NEEDS_APPROVAL] + READ_ONLY
     expected = [classify(c) for c in commands]

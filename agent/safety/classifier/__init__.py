@@ -1,9 +1,42 @@
-"""The command classifier: the risk class of a shell command, read from a real bash parse.
+"""The command classifier: how much can one shell command change a host?
 
-`classify(command)` is what the gate asks of every ssh_exec command; `classify_workload` is the
-stricter reading for a benchmark's command line. The rules live in `rules.py`.
+A command is read-only only when a real bash parse (tree-sitter-bash) accounts for
+every part of it: each simple command is on an allowlist *with its arguments
+checked*, the commands are joined only by `&&`, `||`, `;`, `|` and newlines, and
+output is redirected at most to /dev/null. Anything the classifier cannot see
+through makes the command at least mutating: parse errors, command and process
+substitution, variable expansion, assignments, eval and source, here-documents,
+subshells and groups, background jobs, functions, control flow, and wrappers such
+as sudo, env, timeout, xargs or `bash -c`.
+
+The rest works out how much worse than mutating a command is. It looks inside
+wrappers (`sudo ...`, `bash -c '...'`, `python -c`, `find -exec`, `git -c
+core.pager=...`), follows simple obfuscations (quoted or escaped command names,
+`x=rm; $x`, `echo BASE64 | base64 -d | sh`) and applies what it knows about
+particular programs. Every detector only raises the class: `cls.at_least(...)`.
+
+Where things are:
+- `shell.py`: the walk over the bash parse tree and the verdict; `tree.py` the parser;
+  `words.py`, `filters.py`, `code.py` what words, pipelines and inline code become.
+- `options.py`: option parsing with each program's own semantics; `paths.py`: paths and files.
+- `families/`: one file per program family (wrappers, interpreters, nvidia, pip, os packages,
+  services, git, find, sed and awk, text, system, files, network, containers), each holding its
+  programs' rules. "Why is `sed -i` mutating?" is answered in `families/sed_awk.py`.
+
+Choices worth knowing:
+- Where tree-sitter-bash is known to misread bash (a newline swallowed into the previous command,
+  `a | b | c && d` nested the wrong way, `time { ...; }` as words), the classifier follows bash's
+  reading. Guesses (a glob or unknown command name, text the parser rejects) may only raise the class.
+- Variable expansion is never read-only, not even in the arguments of an allowlisted command
+  (`echo $PATH`, `ls ${dir}`): the value is invisible here and can smuggle in options
+  (`sed -n p $F` with F="-i x" edits a file).
+- A wrapper is at least mutating even around a read-only command (`timeout 5 nvidia-smi`):
+  the allowlist checked the command, not the wrapper.
+- An unquoted glob or brace pattern that could expand to an option (`sed -n p *`) is not
+  read-only for commands whose options matter; globs are fine for commands with no dangerous
+  options (`ls /usr/local/cuda-*`).
 """
 
-from agent.safety.classifier.rules import classify, classify_workload
+from agent.safety.classifier.shell import classify, classify_workload, plain_words
 
-__all__ = ["classify", "classify_workload"]
+__all__ = ["classify", "classify_workload", "plain_words"]
