@@ -77,3 +77,86 @@ def _system_dir_hit(arg: Arg) -> str | None:
         if arg.pattern and any(fnmatch.fnmatchcase(d, norm) for d in _SYSTEM_DIRS):
             return norm
     return None
+
+
+# --------------------------------------------------------------------------- reading and running paths
+
+_PROC_ROOT = re.compile(r"^/proc/[^/]+/root(?=/|$)")
+_PROC_UNKNOWN = re.compile(r"^/proc/[^/]+/(cwd|fd/\d+|map_files)(?=/|$)")
+
+
+def normalize(path: str, cwd: str | None = "/") -> str | None:
+    """The path the kernel opens, read lexically: `//`, `/./` and `..` resolved, `/proc/PID/root/x`
+    read as `/x`. None when it cannot be known here: relative to an unknown directory, or through
+    `/proc/PID/cwd`. Relative paths are read against cwd."""
+    if not path.startswith("/"):
+        if cwd is None:
+            return None
+        path = cwd.rstrip("/") + "/" + path
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if parts:
+                parts.pop()
+            continue
+        parts.append(part)
+    norm = "/" + "/".join(parts)
+    for _ in range(8):  # /proc/self/root/proc/self/root/... : each is the same root
+        stripped = _PROC_ROOT.sub("", norm)
+        if stripped == norm:
+            break
+        norm = stripped or "/"
+    if _PROC_UNKNOWN.match(norm):
+        return None
+    return norm
+
+
+# Device files that only produce or swallow bytes: reading them changes nothing.
+_READABLE_DEVICES = frozenset(
+    {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/stdin", "/dev/tty"}
+)
+_READABLE_DEVICE_PATTERN = re.compile(r"/dev/fd/\d+|/proc/self/fd/\d+|/proc/thread-self/fd/\d+")
+# Files under /proc and /sys whose reading takes data others need or arms something.
+_CONSUMING_READS = re.compile(
+    r"^/proc/kmsg$|^/proc/sysrq-trigger$|^/proc/[^/]+/(mem|clear_refs|pagemap)$|/trace_pipe(_raw)?$|"
+    r"^/sys/kernel/(debug|tracing)/|^/proc/acpi/|^/sys/firmware/|^/proc/bus/|^/dev/"
+)
+
+
+def read_risk(path: str | None, cwd: str | None = "/") -> tuple[RiskClass, str, str] | None:
+    """Why opening path for reading is not read-only, or None when it is an ordinary read.
+
+    Device files may arm hardware (`cat /dev/watchdog` reboots the host unless it is fed), kernel
+    queues are consumed by their reader (/proc/kmsg, trace_pipe), and some /proc and /sys files act
+    when read; only devices that just produce bytes are allowed."""
+    if path is None:
+        return MUTATING, "unknown-path", "a path the classifier cannot resolve (relative to an unknown directory)"
+    norm = normalize(path, cwd)
+    if norm is None:
+        return MUTATING, "unknown-path", f"`{path}` resolves through a directory the classifier cannot know"
+    if norm in _READABLE_DEVICES or _READABLE_DEVICE_PATTERN.fullmatch(norm):
+        return None
+    if _CONSUMING_READS.search(norm):
+        what = "a device file, whose reading can arm or drive hardware" if norm.startswith("/dev/") else \
+            "a kernel file that is consumed or acts when read"
+        return MUTATING, "side-effect-read", f"`{path}` is {what}"
+    return None
+
+
+# World-writable places where anyone may have put a program; a command run from there is not the
+# system's program of that name.
+_UNTRUSTED_DIRS = ("/tmp/", "/var/tmp/", "/dev/", "/run/user/", "/run/lock/", "/var/lock/", "/var/crash/",
+                   "/var/spool/", "/proc/", "/sys/", "/run/shm/")
+
+
+def trusted_program_path(path: str) -> bool:
+    """An absolute program path, without `..`, outside world-writable and virtual directories
+    (after `//`, `/./` and /proc/PID/root are resolved)."""
+    if not path.startswith("/") or ".." in path.split("/"):
+        return False
+    if _PROC_UNKNOWN.match(path) or _PROC_ROOT.match(path.replace("//", "/")):
+        return False
+    norm = normalize(path)
+    return norm is not None and not (norm + "/").startswith(_UNTRUSTED_DIRS)

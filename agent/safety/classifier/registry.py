@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from agent.safety.classifier.command import Analysis, _Cmd
+from agent.safety.classifier.command import MUTATING, Analysis, _Cmd
+from agent.safety.classifier.options import Parsed, Spec
+from agent.safety.classifier.paths import read_risk
 from tools.base import RiskClass
 
 # --------------------------------------------------------------------------- handlers
@@ -62,3 +64,66 @@ def _handler_for(prog: str) -> _Handler | None:
     if handler is not None:
         return handler
     return next((function for pattern, function in _PATTERNS if pattern.fullmatch(prog)), None)
+
+
+# --------------------------------------------------------------------------- programs judged by their specs
+
+OperandCheck = Callable[[Analysis, _Cmd, Parsed], bool]
+
+
+def judge_by_spec(an: Analysis, cmd: _Cmd, spec: Spec, operands: OperandCheck | None = None,
+                  label: str | None = None) -> Parsed | None:
+    """Read cmd's options with spec; record what is not read-only, or allow the command.
+
+    operands may look at what the options left (a subcommand, the files named) and record its own
+    findings, returning False when the command is not read-only. Returns the parse when the
+    options were read-only, for callers that go on from there."""
+    parsed = spec.parse(cmd.args)
+    shown = label or cmd.prog
+    if parsed.unknown:
+        an.add(MUTATING, f"{cmd.prog}:unknown-option",
+               f"`{shown}` with `{parsed.unknown[0]}`: an option the classifier's spec of `{cmd.prog}` does not list "
+               f"(or a prefix of more than one), so what it does cannot be told")
+        return None
+    worst = None
+    for used in parsed.effects:
+        effect = spec.effects[used.option.effect or ""]
+        if worst is None or effect.cls.rank > worst[0].cls.rank:
+            worst = (effect, used)
+    if worst is not None:
+        effect, used = worst
+        meaning = "" if used.written == used.option.shown else f" (`{used.option.shown}`)"
+        an.add(effect.cls, f"{cmd.prog}:{used.option.shown}", f"`{shown} {used.written}`{meaning} {effect.what}")
+        return None
+    if spec.files:
+        for operand in parsed.operands:
+            problem = read_risk(operand.text, an.cwd) if not operand.pattern else _pattern_read_risk(operand.text)
+            if problem is not None:
+                an.add(problem[0], f"{cmd.prog}:{problem[1]}", f"`{shown}` reads {problem[2]}")
+                return None
+    if operands is not None and not operands(an, cmd, parsed):
+        return None
+    an.allow(cmd, label, check_globs=not spec.read_only_options)
+    return parsed
+
+
+def _pattern_read_risk(text: str | None):
+    """A glob may match anything in its directory: /dev/wat* is /dev/watchdog."""
+    if text is None:
+        return MUTATING, "unknown-path", "a path known only when the command runs"
+    return read_risk(re.sub(r"[*?\[].*$", "x", text) if text.startswith("/") else text)
+
+
+def specified(spec: Spec, operands: OperandCheck | None = None, label: str | None = None) -> _Handler:
+    """A handler that judges its program by spec (and operands)."""
+
+    def handler(an: Analysis, cmd: _Cmd) -> None:
+        judge_by_spec(an, cmd, spec, operands, label)
+
+    return handler
+
+
+def _register_specs(*specs: Spec, operands: OperandCheck | None = None) -> None:
+    for spec in specs:
+        for name in spec.aliases:
+            _HANDLERS[name] = specified(spec, operands)

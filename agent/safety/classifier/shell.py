@@ -31,7 +31,7 @@ from agent.safety.classifier.families.files import _FREE_ARGS
 from agent.safety.classifier.families.interpreters import _WORKLOAD_WRITE_FLAGS
 from agent.safety.classifier.families.wrappers import _WRAPPER_PARSERS, _innermost_prog
 from agent.safety.classifier.filters import _FILTERS, _run_filter
-from agent.safety.classifier.paths import _write_risk
+from agent.safety.classifier.paths import _write_risk, normalize, trusted_program_path
 from agent.safety.classifier.registry import _HANDLERS, _handler_for
 from agent.safety.classifier.tree import (
     _excerpt,
@@ -60,7 +60,6 @@ from agent.safety.classifier.words import (
     _may_become_option,
     _product,
     _split_ifs,
-    _trusted_path,
     _unquote_double,
     _unquote_word,
 )
@@ -167,6 +166,10 @@ class _Analysis:
     def __init__(self, workload: bool):
         self.workload = workload
         self.changed_dir = False  # a `cd` ran earlier: relative paths no longer mean the project's files
+        # The working directory as far as known, for what relative paths open. It starts as the login
+        # directory, one level below / (`../dev/watchdog` reaches /dev from /root); None after a `cd`
+        # to a place the classifier cannot know.
+        self.cwd: str | None = "/~"
         self.findings: list[_Finding] = []
         self.allowed: list[str] = []  # allowlisted commands seen, for the read-only reason
         self.trees: list = []  # keeps parse trees (and so their nodes) alive
@@ -222,7 +225,10 @@ class _Analysis:
             return
         if cmd.prog == "cd":
             self.changed_dir = True
-        if "/" in cmd.name and not _trusted_path(cmd.name):
+            target = [a.text for a in cmd.args if a.text != "--"]
+            self.cwd = normalize(target[0], self.cwd) if target and target[0] and not cmd.args[-1].pattern \
+                and target[0] != "-" else ("/~" if not target else None)
+        if "/" in cmd.name and not trusted_program_path(cmd.name):
             self.add(
                 MUTATING,
                 "unknown-command",
@@ -246,7 +252,7 @@ class _Analysis:
         if self.speculative:
             return
         name = cmd.name
-        if "/" in name and not _trusted_path(name) or ".." in name.split("/"):
+        if "/" in name and not trusted_program_path(name):
             # `./python3` is whatever lies in a directory the model chose, not an interpreter we know.
             self.add(MUTATING, "unknown-command", f"`{name}` is an interpreter at an untrusted path")
             return

@@ -181,10 +181,3 @@ def _join(args: list[Arg]) -> str:
 def _may_become_option(arg: Arg) -> bool:
     """An unquoted pattern whose expansion could start with '-': `*`, `?x`, `{-r,x}`."""
     return arg.pattern and bool(arg.text) and arg.text[0] in "*?[{-"  # type: ignore[index]
-
-
-def _trusted_path(path: str) -> bool:
-    """An absolute program path outside world-writable directories."""
-    if not path.startswith("/") or ".." in path.split("/"):
-        return False
-    return not path.startswith(("/tmp/", "/var/tmp/", "/dev/shm/", "/run/user/"))

@@ -21,3 +21,12 @@ from agent.safety.classifier.families import (  # noqa: F401  (imported to regis
     text,
     wrappers,
 )
+
+
+def all_specs() -> list:
+    """Every family's option specs (each family module lists its own in SPECS)."""
+    found = []
+    for family in (wrappers, files, interpreters, nvidia, python_packages, os_packages, services, git, find,
+                   sed_awk, text, system, network, containers):
+        found.extend(getattr(family, "SPECS", ()))
+    return found

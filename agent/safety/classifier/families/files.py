@@ -7,7 +7,7 @@ import posixpath
 from agent.safety.classifier.command import DESTRUCTIVE, FORBIDDEN, MUTATING, Analysis, Arg, _Cmd
 from agent.safety.classifier.options import _abbreviates, _getopt, _long_options, _operands, _short_options
 from agent.safety.classifier.paths import _HARMLESS_SINKS, _system_dir_hit, _write_risk
-from agent.safety.classifier.registry import _HANDLERS, _handles, _handles_matching
+from agent.safety.classifier.registry import _HANDLERS, _handles, _handles_matching, _simple
 
 # Read-only commands whose arguments cannot make them write, run programs or change state.
 _FREE_ARGS = frozenset(
@@ -158,3 +158,8 @@ def _dd(an: Analysis, cmd: _Cmd) -> None:
 def _wipe_filesystem(an: Analysis, cmd: _Cmd) -> None:
     family = "mkfs" if cmd.prog.startswith(("mkfs", "mke2fs", "mkdosfs", "mkntfs")) else cmd.prog
     an.add(FORBIDDEN, f"forbidden:{family}", f"`{cmd.prog}` erases a filesystem or a whole device")
+
+
+# Archives: until their specs say which forms only list, every use writes files.
+_HANDLERS["tar"] = _simple(MUTATING, "`tar` creates or unpacks archives, writing files")
+_HANDLERS["unzip"] = _simple(MUTATING, "`unzip` unpacks an archive, writing files")

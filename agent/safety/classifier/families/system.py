@@ -4,32 +4,25 @@ that change the host whatever their arguments (reboot, useradd, sysctl...)."""
 from __future__ import annotations
 
 from agent.safety.classifier.command import DESTRUCTIVE, FORBIDDEN, MUTATING, Analysis, _Cmd
-from agent.safety.classifier.options import _abbreviates, _long_options, _short_options
-from agent.safety.classifier.registry import _HANDLERS, _checked, _handles, _simple
+from agent.safety.classifier.options import Effect, Parsed, Spec, _abbreviates, _long_options, _short_options
+from agent.safety.classifier.registry import _HANDLERS, _checked, _handles, _simple, specified
 from tools.base import RiskClass
 
+DATE = Spec(
+    "date",
+    "-d|--date= -f|--file= -I|--iso-8601[=] -R|--rfc-email --rfc-3339= -r|--reference= -u|--utc|--universal "
+    "--debug --resolution --help --version -s|--set=!clock",
+    effects={"clock": Effect(MUTATING, "sets the system clock")},
+)
 
-def _date_check(cmd: _Cmd) -> tuple[RiskClass, str, str] | None:
-    skip = False
-    for text in cmd.texts:
-        if skip:
-            skip = False
-            continue
-        text = text or ""
-        if text.startswith("+"):
-            continue
-        if text.startswith("--"):
-            name = text.split("=", 1)[0]
-            if name == "--set" or _abbreviates(name, "--set", 4):
-                return MUTATING, "date:--set", "`date --set` sets the system clock"
-            skip = "=" not in text and name in ("--date", "--reference", "--file")
-        elif text.startswith("-") and len(text) > 1:
-            if "s" in text[1:]:
-                return MUTATING, "date:--set", "`date -s` sets the system clock"
-            skip = text[-1] in "dfr"
-        else:
-            return MUTATING, "date:set", "`date MMDDhhmm` sets the system clock"
-    return None
+
+def _date_operands(an: Analysis, cmd: _Cmd, parsed: Parsed) -> bool:
+    """`date +FORMAT` prints; any other operand (`date 010100002030`) sets the clock."""
+    setting = next((a for a in parsed.operands if not (a.text or "").startswith("+")), None)
+    if setting is not None:
+        an.add(MUTATING, "date:set", f"`date {setting.text}` sets the system clock")
+        return False
+    return True
 
 
 def _hostname_check(cmd: _Cmd) -> tuple[RiskClass, str, str] | None:
@@ -104,8 +97,6 @@ _MUTATING_SIMPLE = {
     "mkdir": "`mkdir` creates directories",
     "touch": "`touch` creates files or changes their times",
     "mktemp": "`mktemp` creates a file or directory",
-    "tar": "`tar` creates or unpacks archives, writing files",
-    "unzip": "`unzip` unpacks an archive, writing files",
     "gzip": "`{prog}` compresses or decompresses files in place",
     "gunzip": "`{prog}` compresses or decompresses files in place",
     "bzip2": "`{prog}` compresses or decompresses files in place",
@@ -212,8 +203,10 @@ def _mount(an: Analysis, cmd: _Cmd) -> None:
         an.add(MUTATING, "mutating:mount", "`mount` attaches a filesystem")
 
 
-_HANDLERS["date"] = _checked(_date_check)
+_HANDLERS["date"] = specified(DATE, _date_operands)
 _HANDLERS["hostname"] = _checked(_hostname_check)
 _HANDLERS["dmesg"] = _checked(_dmesg_check)
 for _name in ("fdisk", "sfdisk", "sgdisk", "gdisk", "cfdisk", "parted"):
     _HANDLERS[_name] = _checked(_partition_check)
+
+SPECS = [DATE]
