@@ -92,6 +92,7 @@ class Analysis(Protocol):
     workload: bool  # judging a benchmark's command line, where known entry points are read-only
     depth: int  # how many wrappers and interpreters deep this command is
     network: list[bool]  # shared flag: a /dev/tcp descriptor was opened earlier in the command
+    changed_dir: bool  # a `cd` ran earlier in the command
     cwd: str | None  # the working directory as far as known ("/~": the login directory), None: unknown
 
     def add(self, cls: RiskClass, rule: str, reason: str, *, structural: bool = False,

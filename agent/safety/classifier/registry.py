@@ -99,7 +99,7 @@ def judge_by_spec(an: Analysis, cmd: _Cmd, spec: Spec, operands: OperandCheck | 
         for operand in parsed.operands:
             problem = read_risk(operand.text, an.cwd) if not operand.pattern else _pattern_read_risk(operand.text)
             if problem is not None:
-                an.add(problem[0], f"{cmd.prog}:{problem[1]}", f"`{shown}` reads {problem[2]}")
+                an.add(problem[0], f"{cmd.prog}:{problem[1]}", f"`{shown}` opens what it should not: {problem[2]}")
                 return None
     if operands is not None and not operands(an, cmd, parsed):
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
+import re
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -28,10 +29,10 @@ from agent.safety.classifier.command import (
     _Stdin,
 )
 from agent.safety.classifier.families.files import _FREE_ARGS
-from agent.safety.classifier.families.interpreters import _WORKLOAD_WRITE_FLAGS
+from agent.safety.classifier.families.interpreters import _WORKLOAD_WRITE_FLAGS, test_subscript_problem
 from agent.safety.classifier.families.wrappers import _WRAPPER_PARSERS, _innermost_prog
 from agent.safety.classifier.filters import _FILTERS, _run_filter
-from agent.safety.classifier.paths import _write_risk, normalize, trusted_program_path
+from agent.safety.classifier.paths import _write_risk, normalize, read_risk, trusted_program_path
 from agent.safety.classifier.registry import _HANDLERS, _handler_for
 from agent.safety.classifier.tree import (
     _excerpt,
@@ -120,10 +121,31 @@ def classify_workload(command: str) -> Risk:
     return risk if risk.cls.rank > general.cls.rank else general
 
 
+# Bounded cost: the analysis spends units of work (a parsed KiB, a visited node, a command judged)
+# and stops at a budget, refusing the command as too complex to judge instead of getting slow.
+# The budget is set so that the worst inputs stay well under 100 ms (benchmarks/classifier_cost.py);
+# the longest commands of real sessions spend under a tenth of it.
+_MAX_TEXT = 16 * 1024  # bytes of command text, before anything is parsed
+_MAX_WORK = 1200
+
+
+class _TooComplex(Exception):
+    pass
+
+
+_TOO_COMPLEX = ("the command is too {what} to judge in bounded time, so it is refused: split it into "
+                "smaller commands, or copy large files with a tool instead of inline text")
+
+
 def _classify(command: str, workload: bool) -> Risk:
+    if len(command) > _MAX_TEXT:
+        return Risk(cls=FORBIDDEN, rule="too-complex", reason=_TOO_COMPLEX.format(what=f"long ({len(command)} "
+                                                                                         f"characters)"))
     analysis = _Analysis(workload)
     try:
         analysis.analyze_command(command)
+    except _TooComplex:
+        return Risk(cls=FORBIDDEN, rule="too-complex", reason=_TOO_COMPLEX.format(what="complex"))
     except RecursionError:
         return Risk(cls=FORBIDDEN, rule="too-deep", reason="the command nests too deeply to analyse, so it is refused")
     except Exception as error:  # fail closed: a classifier bug must never let a command through
@@ -179,6 +201,7 @@ class _Analysis:
         self.decoded: str | None = None
         self.depth = 0
         self.certain = True  # False inside branches and loops: an assignment there may not happen
+        self.work = [0]  # shared: units of work spent on this command (see _MAX_WORK)
         self.network = [False]  # shared: a /dev/tcp descriptor was opened, so any pipe may carry a download
         # A guess at what might run (a glob or unknown command name): it may only raise the class,
         # so findings of mutating or below, and allowlist entries, are dropped.
@@ -333,7 +356,13 @@ class _Analysis:
         self.speculate("the parser's reading").analyze_tree(root)
         return root
 
+    def spend(self, units: int = 1) -> None:
+        self.work[0] += units
+        if self.work[0] > _MAX_WORK:
+            raise _TooComplex
+
     def parse(self, data: bytes) -> Node:
+        self.spend(1 + len(data) // 256)
         tree = parse_bash(data)
         self.trees.append(tree)
         return tree.root_node
@@ -389,6 +418,7 @@ class _Analysis:
     # -- statements
 
     def visit(self, node: Node, stdin: _Stdin | None = None) -> None:
+        self.spend()
         kind = node.type
         if any(c.type == "&" for c in node.children):
             self.add(
@@ -530,9 +560,26 @@ class _Analysis:
                 "as read-only",
                 structural=True,
             )
-        elif not self.speculative:
-            self.allowed.append("[")
+        else:
+            words = self._test_words(node)
+            problem = test_subscript_problem(words)
+            if problem is not None:
+                self.add(*problem)
+            elif not self.speculative:
+                self.allowed.append("[")
         self._visit_children(node, None)
+
+    def _test_words(self, node: Node) -> list[str | None]:
+        """The operators and operands of `[ ... ]` in order, as bash's test builtin sees them."""
+        words: list[str | None] = []
+        for child in node.named_children:
+            if child.type == "test_operator":
+                words.append(_text(child))
+            elif child.type in _WORD_TYPES:
+                words.append(self.literal(child))
+            else:
+                words.extend(self._test_words(child))
+        return words
 
     def _visit_assignments(self, node: Node) -> None:
         if node.type == "variable_assignments":
@@ -681,6 +728,11 @@ class _Analysis:
                     self.has_downloader(substitution),
                     "<(...)",
                 )
+            for target in targets:  # the shell opens it: `wc -c < /dev/watchdog` arms the watchdog
+                problem = read_risk(target.text, self.cwd) if not target.pattern else (
+                    MUTATING, "unknown-path", f"the pattern `{target.text}` may name any file")
+                if problem is not None:
+                    self.add(problem[0], f"redirect:{problem[1]}", f"the `{operator}` redirection opens what it should not: {problem[2]}")
             return _Stdin("file", None, source=targets[0].text or "" if targets else "")
         if len(targets) != 1:
             targets = [Arg(None, node=destination)]
@@ -806,6 +858,7 @@ class _Analysis:
 
     def run_words(self, args: list[Arg], stdin: _Stdin | None) -> None:
         """Classify one simple command given as words; args[0] is the command name."""
+        self.spend(1 + len(args) // 8)
         name = args[0].text
         if name is None:
             self.add(
@@ -865,6 +918,8 @@ class _Analysis:
         while pending:
             current = pending.pop()
             kind = current.type
+            if kind == "command_substitution" and _single_word_substitution(current):
+                continue  # `$(uname -r)`: a read-only command whose output is one plain word
             if kind in ("command_substitution", "process_substitution"):
                 label = "$(...)" if kind == "command_substitution" else f"{_text(current.children[0])}...)"
                 what = "command substitution" if kind == "command_substitution" else "process substitution"
@@ -924,6 +979,8 @@ class _Analysis:
             if values is None:
                 return [(_Seg(None),)]
             return [(_Seg(v, quoted=quoted, split=not quoted),) for v in sorted(values, key=lambda v: v or "")]
+        if kind == "command_substitution" and _single_word_substitution(node):
+            return [(_Seg(_SINGLE_WORD, quoted=True),)]
         if kind == "command_substitution":
             output = self.substitution_output(node)
             if output is None:
@@ -1008,6 +1065,7 @@ class _Analysis:
 
     def _simulate(self, stage: Node, data: bytes | None) -> bytes | None:
         """What a pipeline stage writes to stdout, for stages that only transform data (echo, base64 -d...)."""
+        self.spend(1 + len(data or b"") // 1024)
         body, redirects = stage, []
         if stage.type == "redirected_statement":
             body = stage.child_by_field_name("body")
@@ -1093,3 +1151,19 @@ class _Analysis:
             if name is not None:
                 return self.literal(name.named_children[0] if name.named_child_count else name) or _excerpt(name)
         return _excerpt(stage)
+
+
+# Read-only commands whose output is one word of letters, digits and `._+:/-` that never starts with
+# `-` (a kernel release, a machine name, a count, a user name): `ls /lib/modules/$(uname -r)/` is a
+# read however bash splits it, since the word can neither become an option nor split in two.
+_SINGLE_WORD_COMMANDS = re.compile(
+    r"uname( -[rmspio])?|nproc( --all)?|arch|whoami|id -[ug]n?|hostname( -s)?|getconf [A-Z_0-9]+|"
+    r"date \+(%[a-zA-Z]|[-_:.])+|python3? -c 'import sys; print\(sys\.version_info\[0\]\)'"
+)
+_SINGLE_WORD = "single-word"  # what such a substitution stands for in the words it is part of
+
+
+def _single_word_substitution(node: Node) -> bool:
+    if node.type != "command_substitution" or _text(node.children[0]) != "$(":
+        return False
+    return _SINGLE_WORD_COMMANDS.fullmatch(" ".join(_inner_text(node).split())) is not None

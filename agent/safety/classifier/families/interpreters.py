@@ -8,6 +8,7 @@ import re
 from agent.safety.classifier.command import DESTRUCTIVE, FORBIDDEN, MUTATING, Analysis, Arg, _Cmd, _Stdin
 from agent.safety.classifier.families.nvidia import _runfile
 from agent.safety.classifier.families.python_packages import _pip
+from agent.safety.classifier.families.python_probes import probe_problem
 from agent.safety.classifier.families.wrappers import (
     _candidates,
     _innermost_prog,
@@ -105,7 +106,7 @@ def _shell(an: Analysis, cmd: _Cmd) -> None:
                 index += 1
             index += 1
             continue
-        if text[0] in "-+" and len(text) > 1:
+        if text[:1] in ("-", "+") and len(text) > 1:
             letters = text[1:]
             code_mode = code_mode or (text[0] == "-" and "c" in letters)
             stdin_mode = stdin_mode or "s" in letters
@@ -129,6 +130,7 @@ def _python(an: Analysis, cmd: _Cmd) -> None:
     args = cmd.args
     index = 0
     only_info = True  # nothing but --version / --help so far
+    probe_flags = True  # only flags that change nothing about what a version probe may do
     while index < len(args):
         text = args[index].text
         if text is None:
@@ -139,7 +141,7 @@ def _python(an: Analysis, cmd: _Cmd) -> None:
         if text == "-":
             break
         if text.startswith("--"):
-            only_info = False
+            only_info = probe_flags = False
             index += 1
             continue
         if text.startswith("-") and len(text) > 1:
@@ -150,8 +152,11 @@ def _python(an: Analysis, cmd: _Cmd) -> None:
                 value = Arg(attached) if attached else (args[index + 1] if index + 1 < len(args) else None)
                 rest = args[index + 1:] if attached else args[index + 2:]
                 if letter == "c":
+                    if probe_flags and _version_probe(an, cmd, value):
+                        return
                     _inline_code(an, cmd, value, "python", "-c")
                     return
+                probe_flags = probe_flags and letter in _PROBE_FLAGS
                 if letter == "m":
                     _python_module(an, cmd, value, rest)
                     return
@@ -174,8 +179,30 @@ def _python(an: Analysis, cmd: _Cmd) -> None:
         _stdin_program(an, cmd, "python")
 
 
+# Interpreter flags a version probe may carry: isolation, no bytecode, unbuffered, quiet, warnings.
+_PROBE_FLAGS = frozenset("IEsSBuqbOW")
+# `python -m` modules that only print the environment: PyTorch's and SGLang's reports, sys.path.
+_PROBE_MODULES = frozenset({"torch.utils.collect_env", "sglang.check_env", "site"})
+
+
+def _version_probe(an: Analysis, cmd: _Cmd, code: Arg | None) -> bool:
+    """`python3 -c` code that only imports known packages and prints their versions and devices.
+
+    After a `cd` the working directory, which `-c` puts first on sys.path, may hold a planted
+    `torch.py`; then it is not a probe."""
+    if code is None or code.text is None or an.changed_dir:
+        return False
+    if probe_problem(code.text) is not None:
+        return False
+    an.allow(cmd, "python version probe", check_globs=False)
+    return True
+
+
 def _python_module(an: Analysis, cmd: _Cmd, module_arg: Arg | None, rest: list[Arg]) -> None:
     module = module_arg.text if module_arg is not None else None
+    if module in _PROBE_MODULES and not rest and not an.changed_dir:
+        an.allow(cmd, "python version probe", check_globs=False)
+        return
     if module == "pip":
         _pip(an, cmd, rest, f"{cmd.prog} -m pip")
         return
@@ -377,3 +404,30 @@ def _exit_check(cmd: _Cmd) -> tuple[RiskClass, str, str] | None:
 
 _HANDLERS["set"] = _checked(_set_check)
 _HANDLERS["exit"] = _checked(_exit_check)
+
+
+def test_subscript_problem(words: list[str | None]) -> tuple[RiskClass, str, str] | None:
+    """`test -v NAME` evaluates an array subscript in NAME as arithmetic, and arithmetic runs command
+    substitutions: `[ -v 'a[$(reboot)]' ]` reboots. A subscript (or a word known only at run time)
+    after -v or -R is not read-only."""
+    for flag, operand in zip(words, words[1:]):
+        if flag in ("-v", "-R") and (operand is None or "[" in operand):
+            return (MUTATING, "test:-v-subscript",
+                    f"`test {flag}` evaluates the subscript of `{operand or '...'}` as arithmetic, which can run commands")
+    return None
+
+
+def _test(an: Analysis, cmd: _Cmd) -> None:
+    words = [cmd.name, *cmd.texts]
+    problem = test_subscript_problem(words)
+    if problem is not None:
+        an.add(*problem)
+    elif any(a.pattern for a in cmd.args):
+        an.add(MUTATING, "test:glob", f"`{cmd.prog}` with an unquoted pattern: the file names it expands to become "
+                                      "operators and operands")
+    else:
+        an.allow(cmd)
+
+
+_HANDLERS["test"] = _test
+_HANDLERS["["] = _test
