@@ -163,6 +163,9 @@ def _getopt(
 #   -NUM                the program takes `-5` as a number (head, tail)
 
 
+RUN_TIME_WORD = "a word known only when the command runs"
+
+
 @dataclass(frozen=True)
 class Option:
     names: tuple[str, ...]
@@ -259,7 +262,7 @@ class Spec:
             arg = args[index]
             text = arg.text
             if text is None:
-                unknown.append("a word known only when the command runs")
+                unknown.append(RUN_TIME_WORD)
                 index += 1
                 continue
             if text == "--":

@@ -121,7 +121,7 @@ _READABLE_DEVICE_PATTERN = re.compile(r"/dev/fd/\d+|/proc/self/fd/\d+|/proc/thre
 # Files under /proc and /sys whose reading takes data others need or arms something.
 _CONSUMING_READS = re.compile(
     r"^/proc/kmsg$|^/proc/sysrq-trigger$|^/proc/[^/]+/(mem|clear_refs|pagemap)$|/trace_pipe(_raw)?$|"
-    r"^/sys/kernel/(debug|tracing)/|^/proc/acpi/|^/sys/firmware/|^/proc/bus/|^/dev/"
+    r"^/sys/kernel/(debug|tracing)/|^/proc/acpi/|^/sys/firmware/|^/proc/bus/|^/dev/|^/run/initctl$|\.fifo$"
 )
 
 

@@ -6,7 +6,7 @@ import re
 from typing import Callable
 
 from agent.safety.classifier.command import MUTATING, Analysis, _Cmd
-from agent.safety.classifier.options import Parsed, Spec
+from agent.safety.classifier.options import RUN_TIME_WORD, Parsed, Spec
 from agent.safety.classifier.paths import read_risk
 from tools.base import RiskClass
 
@@ -80,6 +80,9 @@ def judge_by_spec(an: Analysis, cmd: _Cmd, spec: Spec, operands: OperandCheck | 
     options were read-only, for callers that go on from there."""
     parsed = spec.parse(cmd.args)
     shown = label or cmd.prog
+    if parsed.unknown and all(u == RUN_TIME_WORD for u in parsed.unknown):
+        return None  # a word known only at run time: the analysis has already said why (an expansion)
+    parsed.unknown[:] = [u for u in parsed.unknown if u != RUN_TIME_WORD]
     if parsed.unknown:
         an.add(MUTATING, f"{cmd.prog}:unknown-option",
                f"`{shown}` with `{parsed.unknown[0]}`: an option the classifier's spec of `{cmd.prog}` does not list "
@@ -97,7 +100,7 @@ def judge_by_spec(an: Analysis, cmd: _Cmd, spec: Spec, operands: OperandCheck | 
         return None
     if spec.files:
         for operand in parsed.operands:
-            problem = read_risk(operand.text, an.cwd) if not operand.pattern else _pattern_read_risk(operand.text)
+            problem = read_risk(operand.text, an.cwd) if not operand.pattern else _pattern_read_risk(operand.text, an.cwd)
             if problem is not None:
                 an.add(problem[0], f"{cmd.prog}:{problem[1]}", f"`{shown}` opens what it should not: {problem[2]}")
                 return None
@@ -107,11 +110,14 @@ def judge_by_spec(an: Analysis, cmd: _Cmd, spec: Spec, operands: OperandCheck | 
     return parsed
 
 
-def _pattern_read_risk(text: str | None):
-    """A glob may match anything in its directory: /dev/wat* is /dev/watchdog."""
+def _pattern_read_risk(text: str | None, cwd: str | None):
+    """A glob may match anything in its directory: /dev/wat* is /dev/watchdog, `*` in /dev too."""
     if text is None:
         return MUTATING, "unknown-path", "a path known only when the command runs"
-    return read_risk(re.sub(r"[*?\[].*$", "x", text) if text.startswith("/") else text)
+    problem = read_risk(re.sub(r"[*?\[{].*$", "x", text), cwd)
+    if problem is None:
+        return None
+    return problem[0], problem[1], f"the pattern `{text}` may name a file there, such as a device or kernel queue"
 
 
 def specified(spec: Spec, operands: OperandCheck | None = None, label: str | None = None) -> _Handler:

@@ -7,8 +7,9 @@ import posixpath
 import re
 
 from agent.safety.classifier.command import DESTRUCTIVE, MUTATING, Analysis, Arg, _Cmd
-from agent.safety.classifier.options import _getopt, _operands
-from agent.safety.classifier.registry import _handles
+from agent.safety.classifier.options import Effect, Parsed, Spec, _operands
+from agent.safety.classifier.paths import read_risk
+from agent.safety.classifier.registry import _handles, judge_by_spec
 
 _APT_READ = frozenset({"list", "show", "search", "policy", "depends", "rdepends", "madison", "showsrc", "showpkg",
                        "pkgnames", "stats", "unmet", "dump", "dumpavail"})
@@ -30,17 +31,73 @@ def _is_driver_package(arg: Arg) -> bool:
     return bool(_DRIVER_PACKAGE.match(name))
 
 
+# --------------------------------------------------------------------------- APT
+#
+# APT's CommandLine parser: long options by their full names only, `--no-NAME` and `--NAME=no` for
+# every boolean, short options clustered. A boolean written with a value (`--dry-run=no`) or negated
+# (`--no-simulate`) is left out of the specs, so it is an unknown option: simulating only counts when
+# it is plainly on. `-o` and `-c` set any configuration item, including hooks that run commands
+# (APT::Update::Pre-Invoke, DPkg::Pre-Invoke) and the paths of the caches apt writes.
+_APT_CONFIG = "-c|--config-file=!config -o|--option=!config "
+_APT_EFFECTS = {"config": Effect(MUTATING, "sets APT options, which can run hook commands or move the files APT "
+                                           "writes")}
+_APT_COMMON = "-h|--help -v|--version -q|--quiet -t|--target-release|--default-release= -a|--host-architecture= "
+_APT_GET_OPTIONS = (
+    _APT_CONFIG + _APT_COMMON
+    + "-s|--simulate|--just-print|--dry-run|--recon|--no-act -y|--yes|--assume-yes --assume-no -f|--fix-broken "
+    "-m|--ignore-missing|--fix-missing -u|--show-upgraded --no-show-upgraded -b|--compile|--build "
+    "-d|--download-only --no-download -V|--verbose-versions --purge --reinstall --allow-downgrades "
+    "--allow-remove-essential --allow-change-held-packages --allow-unauthenticated --allow-insecure-repositories "
+    "--allow-releaseinfo-change --no-install-recommends --install-recommends --no-install-suggests "
+    "--install-suggests --only-upgrade --no-upgrade --ignore-hold --no-remove --auto-remove|--autoremove "
+    "--trivial-only --force-yes --print-uris --list-cleanup --no-list-cleanup --arch-only --indep-only "
+    "-P|--build-profiles= --with-source= --solver= --diff-only --dsc-only --tar-only --mark-auto --fix-policy "
+    "--show-progress --no-new-pkgs --with-new-pkgs "
+)
+APT_GET = Spec("apt-get", _APT_GET_OPTIONS, style="exact", effects=_APT_EFFECTS, aliases=("aptitude",))
+_APT_CACHE_QUERY = ("-i|--important -a|--all-versions -g|--generate --no-generate -n|--names-only -f|--full "
+                    "--installed --recurse --no-pre-depends --no-depends --no-recommends --no-suggests "
+                    "--no-conflicts --no-breaks --no-replaces --no-enhances --implicit --no-implicit ")
+APT_CACHE = Spec(
+    "apt-cache",
+    _APT_CONFIG + _APT_COMMON + _APT_CACHE_QUERY + "--with-source= -p|--pkg-cache=!cache -s|--src-cache=!cache",
+    style="exact",
+    # the red team saw apt-cache write a 37 MB binary cache over the file these name
+    effects={**_APT_EFFECTS, "cache": Effect(MUTATING, "writes APT's binary package cache to the file it names")},
+)
+APT = Spec("apt", _APT_GET_OPTIONS + _APT_CACHE_QUERY.replace("-a|--all-versions ", "--all-versions ")
+           .replace("-f|--full ", "--full ") + "--upgradable --manual-installed", style="exact",
+           effects=_APT_EFFECTS)
+# `apt-get -s install ...` only prints what it would do, whatever the subcommand does for real.
+_APT_SIMULATED = frozenset({"install", "reinstall", "remove", "purge", "upgrade", "dist-upgrade", "full-upgrade",
+                            "autoremove", "autopurge", "build-dep", "satisfy", "check", "markauto", "unmarkauto"})
+
+
+def _apt_plain_booleans(parsed: Parsed) -> str | None:
+    """A flag written with a value: `--dry-run=no` turns simulation off."""
+    return next((u.written for u in parsed.used if u.option.arity == "none" and u.value is not None), None)
+
+
 @_handles("apt", "apt-get", "apt-cache", "aptitude")
 def _apt(an: Analysis, cmd: _Cmd) -> None:
-    opts = _getopt(cmd.args, short_value="oct", long_value={"--option", "--config-file", "--target-release",
-                                                            "--default-release"}, permute=True)
-    sub = opts.operands[0].text if opts.operands else None
-    packages = opts.operands[1:]
-    hooks = opts.has("-o", "--option", "-c", "--config-file")
-    if sub in _APT_READ and not hooks and (cmd.prog != "apt-cache" or sub != "gencaches"):
-        an.allow(cmd, f"{cmd.prog} {sub}")
-    elif sub in _APT_READ:
+    spec = {"apt-cache": APT_CACHE, "apt": APT}.get(cmd.prog, APT_GET)
+    parsed = spec.parse(cmd.args)
+    sub_arg = parsed.operands[0] if parsed.operands else None
+    sub = sub_arg.text if sub_arg is not None else None
+    packages = parsed.operands[1:]
+    valued = _apt_plain_booleans(parsed)
+    simulated = cmd.prog != "apt-cache" and parsed.has("-s") and not parsed.unknown and valued is None
+    reading = sub in _APT_READ and (cmd.prog != "apt-cache" or sub != "gencaches")
+    if (reading or (simulated and sub in _APT_SIMULATED)) and not parsed.effects and not parsed.unknown \
+            and valued is None and not (sub_arg is not None and sub_arg.pattern):
+        judge_by_spec(an, cmd, spec, None, f"{cmd.prog} {sub}")
+    elif reading and any(u.option.effect == "config" for u in parsed.effects):
         an.add(MUTATING, f"{cmd.prog}:-o", f"`{cmd.prog} -o/-c` sets APT options, which can run hook commands")
+    elif reading and valued is not None and not parsed.unknown:
+        an.add(MUTATING, f"{cmd.prog}:unknown-option", f"`{cmd.prog} {valued}`: APT reads a flag with a value as a "
+                                                        f"setting the classifier does not follow")
+    elif reading:
+        judge_by_spec(an, cmd, spec, None, f"{cmd.prog} {sub}")  # records the unknown option or the cache write
     elif sub in _APT_DESTRUCTIVE:
         an.add(DESTRUCTIVE, f"{cmd.prog}:{sub}", f"`{cmd.prog} {sub}` uninstalls packages")
     elif sub in ("install", "reinstall") and any(_is_driver_package(p) for p in packages):
@@ -63,58 +120,120 @@ def _rpm_tool(an: Analysis, cmd: _Cmd) -> None:
         an.add(MUTATING, f"{cmd.prog}:{sub or 'unknown'}", f"`{cmd.prog} {sub or '...'}` changes installed packages")
 
 
-_DPKG_READ = frozenset(
-    {"-l", "--list", "-L", "--listfiles", "-s", "--status", "-S", "--search", "-p", "--print-avail", "-c",
-     "--contents", "-I", "--info", "--get-selections", "--print-architecture", "--print-foreign-architectures",
-     "--version", "--help", "-C", "--audit", "-V", "--verify", "--compare-versions", "--admindir", "--root",
-     "--no-pager", "-W", "--show", "-f", "--showformat"}
+# --------------------------------------------------------------------------- dpkg
+#
+# dpkg and its tools read long options by their full names only (lib/dpkg/options.c). dpkg's actions
+# are options; the query actions are handed to dpkg-query, the .deb ones to dpkg-deb.
+_DPKG_ACTIONS_READ = ("-l|--list -s|--status -L|--listfiles -S|--search -p|--print-avail -c|--contents -I|--info "
+                      "-C|--audit -V|--verify --get-selections --print-architecture --print-foreign-architectures "
+                      "--compare-versions --version --help -h --force-help --assert-help -W|--show -f|--field "
+                      "--assert-support-predepends --assert-working-epoch --assert-long-filenames "
+                      "--assert-multi-conrep --assert-multi-arch --assert-versioned-provides "
+                      "--assert-protected-field --validate-pkgname --validate-trigname --validate-archname "
+                      "--validate-version --yet-to-unpack --predep-package --ctrl-tarfile --fsys-tarfile ")
+_DPKG_ACTIONS_CHANGE = ("-i|--install -r|--remove -P|--purge --unpack --configure --triggers-only -x|--extract "
+                        "-X|--vextract -e|--control -b|--build --set-selections --clear-selections --update-avail "
+                        "--merge-avail --record-avail --forget-old-unavail --clear-avail --add-architecture "
+                        "--remove-architecture ")
+DPKG = Spec(
+    "dpkg",
+    _DPKG_ACTIONS_READ + _DPKG_ACTIONS_CHANGE.replace(" ", "!change ").replace("!change !change", "!change")
+    + "--admindir= --root= --instdir= --no-pager --showformat= --verify-format= --status-fd= -D|--debug= "
+    "--log=!log --status-logger=!run --pre-invoke=!run --post-invoke=!run --path-exclude= --path-include= "
+    "-R|--recursive -G --refuse-downgrade -O|--selected-only -E|--skip-same-version -B|--auto-deconfigure "
+    "--ignore-depends= --no-debsig --abort-after= --robot --no-act|--dry-run|--simulate --pending -a "
+    "--force-all --no-force-all --refuse-all",
+    style="exact",
+    effects={"change": Effect(MUTATING, "installs, configures or changes package state"),
+             "log": Effect(MUTATING, "appends to the log file it names"),
+             "run": Effect(MUTATING, "runs the command it is given")},
+    not_options="--assert- --force- --no-force- --refuse- --validate-",
+)
+DPKG_QUERY = Spec(
+    "dpkg-query",
+    "-l|--list -W|--show -s|--status -p|--print-avail -L|--listfiles -c|--control-path -S|--search "
+    "--control-list --control-show --load-avail --admindir= --root= --no-pager -f|--showformat= --help -h "
+    "--version -?",
+    style="exact",
 )
 
 
 @_handles("dpkg")
 def _dpkg(an: Analysis, cmd: _Cmd) -> None:
-    options = [(a.text or "").split("=", 1)[0] for a in cmd.args if (a.text or "").startswith("-")]
-    if any(o in ("-r", "--remove", "-P", "--purge") for o in options):
+    parsed = DPKG.parse(cmd.args)
+    actions = [u for u in parsed.used if u.option.effect == "change"]
+    if any(u.option.names[0] in ("-r", "-P") for u in actions):
         an.add(DESTRUCTIVE, "dpkg:-r", "`dpkg -r/-P` removes installed packages")
-    elif any(o in ("-i", "--install") for o in options) and any(
-        _is_driver_package(Arg(posixpath.basename(a.text))) for a in _operands(cmd.args) if a.text
+    elif any(u.option.names[0] == "-i" for u in actions) and any(
+        _is_driver_package(Arg(posixpath.basename(a.text))) for a in parsed.operands if a.text
     ):
         an.add(DESTRUCTIVE, "dpkg:driver-install", "`dpkg -i` of a driver package replaces the GPU driver")
-    elif options and all(o in _DPKG_READ for o in options):
-        an.allow(cmd)
+    elif actions:
+        an.add(MUTATING, f"dpkg:{actions[0].written}", f"`dpkg {actions[0].written}` installs, configures or changes "
+                                                       f"package state")
+    elif not parsed.used and not parsed.unknown:
+        an.add(MUTATING, "dpkg:...", "`dpkg` without a query action is not read-only")
     else:
-        shown = next((o for o in options if o not in _DPKG_READ), "...")
-        an.add(MUTATING, f"dpkg:{shown}", f"`dpkg {shown}` installs, configures or changes package state")
+        def archives(an_: Analysis, _cmd: _Cmd, p: Parsed) -> bool:
+            # -c/-I and the tarfile actions open the .deb they are given
+            if not p.has("-c", "-I", "--ctrl-tarfile", "--fsys-tarfile", "-f"):
+                return True
+            for operand in p.operands[:1]:
+                problem = read_risk(operand.text, an_.cwd)
+                if problem is not None:
+                    an_.add(problem[0], f"dpkg:{problem[1]}", f"`dpkg` reads {problem[2]}")
+                    return False
+            return True
+        judge_by_spec(an, cmd, DPKG, archives)
 
 
 @_handles("dpkg-query")
 def _dpkg_query(an: Analysis, cmd: _Cmd) -> None:
-    an.allow(cmd)  # only ever queries the package database
+    judge_by_spec(an, cmd, DPKG_QUERY)  # only ever queries the package database
+
+
+UPDATE_ALTERNATIVES = Spec(
+    "update-alternatives",
+    "--install!change --slave --remove!change --remove-all!change --set!change --auto!change --all!change "
+    "--config!change --set-selections!change --get-selections --display --query --list --altdir= --admindir= "
+    "--instdir= --root= --log=!log --force --skip-auto --quiet --verbose --debug --help --version",
+    style="exact", aliases=("alternatives",),
+    effects={"change": Effect(DESTRUCTIVE, "switches which version a system-wide name points to"),
+             "log": Effect(MUTATING, "writes a log file")},
+)
 
 
 @_handles("update-alternatives", "alternatives")
 def _update_alternatives(an: Analysis, cmd: _Cmd) -> None:
-    names = [(a.text or "").split("=", 1)[0] for a in cmd.args if (a.text or "").startswith("--")]
-    changing = [n for n in names if n in ("--set", "--install", "--remove", "--remove-all", "--config", "--auto",
-                                           "--all", "--set-selections")]
-    if changing:
-        an.add(
-            DESTRUCTIVE,
-            f"update-alternatives:{changing[0]}",
-            f"`{cmd.prog} {changing[0]}` switches which version a system-wide name points to",
-        )
-    elif "--log" in names:
-        an.add(MUTATING, "update-alternatives:--log", f"`{cmd.prog} --log` writes a log file")
-    elif any(n in ("--display", "--query", "--list", "--get-selections") for n in names):
-        an.allow(cmd)
+    parsed = UPDATE_ALTERNATIVES.parse(cmd.args)
+    worst = max(parsed.effects, key=lambda u: UPDATE_ALTERNATIVES.effects[u.option.effect or ""].cls.rank, default=None)
+    if parsed.unknown:
+        judge_by_spec(an, cmd, UPDATE_ALTERNATIVES)
+    elif worst is not None:
+        effect = UPDATE_ALTERNATIVES.effects[worst.option.effect or ""]
+        an.add(effect.cls, f"update-alternatives:{worst.option.shown}", f"`{cmd.prog} {worst.written}` {effect.what}")
+    elif parsed.has("--display", "--query", "--list", "--get-selections", "--help", "--version"):
+        judge_by_spec(an, cmd, UPDATE_ALTERNATIVES)
     else:
         an.add(MUTATING, "update-alternatives:unknown", f"`{cmd.prog}` without a query action is not read-only")
 
 
+# ldconfig (glibc argp): `-p` prints the cache and exits; everything else rebuilds the cache or the
+# links, or points it at other files (-C cache file, -f configuration, -r root).
+LDCONFIG = Spec(
+    "ldconfig",
+    "-p|--print-cache -v|--verbose -c|--format= -i|--ignore-aux-cache -V|--version -?|--help --usage "
+    "-n!rebuild -N!rebuild -X!rebuild -l!rebuild -C=!rebuild -f=!rebuild -r=!rebuild",
+    effects={"rebuild": Effect(MUTATING, "updates links or the cache, or reads another cache, configuration or "
+                                         "root")},
+)
+
+
 @_handles("ldconfig")
 def _ldconfig(an: Analysis, cmd: _Cmd) -> None:
-    if cmd.args and all(t in ("-p", "--print-cache", "-V", "--version", "--help") for t in cmd.texts):
-        an.allow(cmd)
+    parsed = LDCONFIG.parse(cmd.args)
+    if parsed.has("-p", "-V", "-?", "--usage") and (not parsed.operands or parsed.effects):
+        judge_by_spec(an, cmd, LDCONFIG)  # prints, or reports the option that points it elsewhere
     else:
         an.add(MUTATING, "ldconfig:rebuild-cache", "`ldconfig` without -p rebuilds the dynamic linker cache")
 
@@ -124,7 +243,13 @@ def _ubuntu_drivers(an: Analysis, cmd: _Cmd) -> None:
     sub = next((t for t in cmd.texts if t and not t.startswith("-")), None)
     if sub in ("install", "autoinstall"):
         an.add(DESTRUCTIVE, "ubuntu-drivers:install", f"`ubuntu-drivers {sub}` installs a GPU driver")
-    elif sub in ("list", "devices", "debug"):
-        an.allow(cmd, f"ubuntu-drivers {sub}")
+    elif sub in ("list", "devices", "debug", "list-oem") and all(
+        not (t or "-").startswith("-") or t in ("--gpgpu", "--free-only", "--recommended", "--include-dkms", "-h",
+                                                  "--help") for t in cmd.texts
+    ):
+        an.allow(cmd, f"ubuntu-drivers {sub}")  # the options by their full names only: none of them writes
     else:
         an.add(MUTATING, f"ubuntu-drivers:{sub or 'unknown'}", "`ubuntu-drivers` with these arguments is not read-only")
+
+
+SPECS = [APT_GET, APT_CACHE, APT, DPKG, DPKG_QUERY, UPDATE_ALTERNATIVES, LDCONFIG]
