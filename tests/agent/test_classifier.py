@@ -137,7 +137,7 @@ def test_classify_workload_agrees_with_classify_outside_benchmarks(command):
         ("sed -i s/a/b/ f", "sed:-i", ["in place"]),
         ("git -c core.pager=less log", "git:-c", ["-c"]),
         ("LD_PRELOAD=/tmp/x.so nvidia-smi", "assignment", ["LD_PRELOAD"]),
-        ("echo $PATH", "variable-expansion", ["$PATH"]),
+        ("ls $PATH", "variable-expansion", ["$PATH"]),
         ("sed -n p *", "sed:glob-option", ["*"]),
         ("sh cuda_13.0.1_580.82.07_linux.run --silent --toolkit", "runfile:toolkit-only", ["--toolkit"]),
         ("sh cuda_13.0.1_580.82.07_linux.run --silent", "runfile:not-toolkit-only", ["--toolkit", "driver"]),
@@ -162,7 +162,7 @@ def test_rule_and_reason(command, rule, words_in_reason):
         ("bash -c 'pip uninstall -y torch'", "pip uninstall -y torch"),
         ("echo cm0gLXJmIC8= | base64 -d | sh", "rm -rf /"),
         ("x=rm; $x -rf /opt/conda", "rm -rf /opt/conda"),
-        ("timeout 5 nvidia-smi", "nvidia-smi"),
+        ("sudo -n nvidia-smi", "nvidia-smi"),
         ("git -c core.pager='sh -c \"rm -rf ~\"' log", "rm -rf ~"),
         ("ls $(rm -rf /usr/local/cuda)", "rm -rf /usr/local/cuda"),
     ],
@@ -172,10 +172,16 @@ def test_decoded_names_the_inner_command(command, decoded):
 
 
 def test_wrapper_around_a_read_only_command_is_mutating_and_says_why():
-    risk = classify("timeout 5 nvidia-smi")
+    risk = classify("sudo -n nvidia-smi")
     assert risk.cls is RiskClass.MUTATING
-    assert risk.rule == "wrapper:timeout"
+    assert risk.rule == "wrapper:sudo"
     assert "never read-only" in risk.reason
+
+
+def test_timeout_is_the_one_wrapper_that_keeps_a_read_only_command_read_only():
+    assert classify("timeout 5 nvidia-smi").cls is RiskClass.READ_ONLY
+    assert classify("timeout 5 rm -rf /tmp/x").cls is RiskClass.DESTRUCTIVE
+    assert classify("timeout --bogus 5 nvidia-smi").rule == "wrapper:timeout"
 
 
 def test_reason_names_the_wrapper_chain():
@@ -185,9 +191,11 @@ def test_reason_names_the_wrapper_chain():
     assert "sudo" in risk.reason and "bash -c" in risk.reason
 
 
-def test_variable_expansion_in_arguments_is_never_read_only():
-    for command in ("echo $PATH", "ls ${CUDA_HOME}", 'cat "$HOME/.bashrc"', "nvidia-smi -i $GPU"):
+def test_variable_expansion_in_arguments_is_not_read_only_but_plain_variables_for_echo():
+    for command in ("ls ${CUDA_HOME}", 'cat "$HOME/.bashrc"', "nvidia-smi -i $GPU", "echo ${!x}", "echo ${x:=y}",
+                    "printf $FORMAT"):
         assert classify(command).cls is RiskClass.MUTATING, command
+    assert classify('echo "CUDA_HOME=$CUDA_HOME" $PATH').cls is RiskClass.READ_ONLY
 
 
 def test_globs_are_fine_for_ls_but_not_where_they_could_become_options():

@@ -27,11 +27,16 @@ Choices worth knowing:
 - Where tree-sitter-bash is known to misread bash (a newline swallowed into the previous command,
   `a | b | c && d` nested the wrong way, `time { ...; }` as words), the classifier follows bash's
   reading. Guesses (a glob or unknown command name, text the parser rejects) may only raise the class.
-- Variable expansion is never read-only, not even in the arguments of an allowlisted command
-  (`echo $PATH`, `ls ${dir}`): the value is invisible here and can smuggle in options
-  (`sed -n p $F` with F="-i x" edits a file).
-- A wrapper is at least mutating even around a read-only command (`timeout 5 nvidia-smi`):
-  the allowlist checked the command, not the wrapper.
+- Variable expansion is not read-only in the arguments of an allowlisted command (`ls ${dir}`):
+  the value is invisible here and can smuggle in options (`sed -n p $F` with F="-i x" edits a
+  file). The one exception is a plain `$x` or `${x}` in echo's arguments, which only shape what
+  it prints.
+- A wrapper is at least mutating even around a read-only command (`sudo -n nvidia-smi`): the
+  allowlist checked the command, not the wrapper. The exception is timeout, which only limits
+  how long its command runs (`timeout 5 nvidia-smi`).
+- A program is read by a spec of every option it accepts (options.py): an option the spec does
+  not list makes the command not read-only. Files a reader opens are checked (paths.py):
+  `cat /dev/watchdog` arms the hardware watchdog. Every command is judged under a work budget.
 - An unquoted glob or brace pattern that could expand to an option (`sed -n p *`) is not
   read-only for commands whose options matter; globs are fine for commands with no dangerous
   options (`ls /usr/local/cuda-*`).

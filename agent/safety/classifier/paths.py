@@ -147,7 +147,7 @@ def read_risk(path: str | None, cwd: str | None = "/") -> tuple[RiskClass, str, 
 
 # World-writable places where anyone may have put a program; a command run from there is not the
 # system's program of that name.
-_UNTRUSTED_DIRS = ("/tmp/", "/var/tmp/", "/dev/", "/run/user/", "/run/lock/", "/var/lock/", "/var/crash/",
+UNTRUSTED_DIRS = ("/tmp/", "/var/tmp/", "/dev/", "/run/user/", "/run/lock/", "/var/lock/", "/var/crash/",
                    "/var/spool/", "/proc/", "/sys/", "/run/shm/")
 
 
@@ -159,4 +159,4 @@ def trusted_program_path(path: str) -> bool:
     if _PROC_UNKNOWN.match(path) or _PROC_ROOT.match(path.replace("//", "/")):
         return False
     norm = normalize(path)
-    return norm is not None and not (norm + "/").startswith(_UNTRUSTED_DIRS)
+    return norm is not None and not (norm + "/").startswith(UNTRUSTED_DIRS)

@@ -13,7 +13,18 @@ from tools.base import RiskClass
 # --------------------------------------------------------------------------- handlers
 
 _Handler = Callable[[Analysis, _Cmd], None]
-_HANDLERS: dict[str, _Handler] = {}
+class _Handlers(dict):
+    """Program name -> handler. A name is registered once: which family judges a program must not
+    depend on the order the families happen to be imported in."""
+
+    def __setitem__(self, name: str, handler: _Handler) -> None:
+        if name in self and self[name] is not handler:
+            raise ValueError(f"two handlers for `{name}`: {self[name].__module__}.{self[name].__qualname__} and "
+                             f"{handler.__module__}.{handler.__qualname__}")
+        super().__setitem__(name, handler)
+
+
+_HANDLERS: dict[str, _Handler] = _Handlers()
 
 
 def _handles(*names: str) -> Callable[[_Handler], _Handler]:
@@ -105,6 +116,8 @@ def judge_by_spec(an: Analysis, cmd: _Cmd, spec: Spec, operands: OperandCheck | 
                 an.add(problem[0], f"{cmd.prog}:{problem[1]}", f"`{shown}` opens what it should not: {problem[2]}")
                 return None
     if operands is not None and not operands(an, cmd, parsed):
+        # the check said why, as a rule of its own; this one only makes sure something is said
+        an.add(MUTATING, f"{cmd.prog}:operands", f"`{shown}` with these operands is not read-only", structural=True)
         return None
     an.allow(cmd, label, check_globs=not spec.read_only_options)
     return parsed

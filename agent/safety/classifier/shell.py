@@ -309,6 +309,9 @@ class _Analysis:
 
     def _read_only_verdict(self) -> Risk:
         names = list(dict.fromkeys(self.allowed))
+        if not names:  # fail closed: a handler that neither allowed the command nor said why
+            return Risk(cls=MUTATING, rule="unjudged",
+                        reason="no rule accepted this command as read-only, so it is not read-only")
         workloads = [n for n in names if n.startswith("workload:")]
         if workloads:
             others = [n for n in names if not n.startswith("workload:")]
@@ -816,7 +819,11 @@ class _Analysis:
                 "see for sure what runs",
                 structural=True,
             )
-        expanded = [self.expand(w) for w in words]
+        # `echo $PATH`: echo's options only shape its output, so a plain variable in its arguments,
+        # whatever its value, cannot make it write or run anything (subscripts, `${!x}` and
+        # `${x:=y}` still count: they evaluate or assign).
+        plain_echo = not dynamic and self.literal(name_node) == "echo"
+        expanded = [self.expand(w, plain_variables=plain_echo and i > 0) for i, w in enumerate(words)]
         for args in _combine(expanded):
             if not args:
                 continue
@@ -908,12 +915,13 @@ class _Analysis:
 
     # -- words
 
-    def expand(self, node: Node, split: bool = True) -> list[list[Arg]]:
-        """The possible word lists one word node becomes; records a finding for every expansion in it."""
-        self._note_expansions(node)
+    def expand(self, node: Node, split: bool = True, plain_variables: bool = False) -> list[list[Arg]]:
+        """The possible word lists one word node becomes; records a finding for every expansion in it
+        (but plain `$x` / `${x}` where plain_variables says the command cannot misuse their values)."""
+        self._note_expansions(node, plain_variables)
         return [self._fields(segments, node, split) for segments in self._segments(node)]
 
-    def _note_expansions(self, node: Node) -> None:
+    def _note_expansions(self, node: Node, plain_variables: bool = False) -> None:
         pending = [node]
         while pending:
             current = pending.pop()
@@ -939,7 +947,7 @@ class _Analysis:
                 for child in current.named_children:
                     scope.visit(child, feed)
                 continue
-            if kind in ("simple_expansion", "expansion"):
+            if kind in ("simple_expansion", "expansion") and not (plain_variables and _plain_variable(current)):
                 self.add(
                     MUTATING,
                     "variable-expansion",

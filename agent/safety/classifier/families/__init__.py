@@ -1,8 +1,7 @@
 """The program families, one file each: the specs and rules of the programs they know.
 
-Importing this package registers every family's handlers. The order is the registration order:
-a later family may take over a name an earlier one registered (xargs is a wrapper, judged by the
-interpreters family because it may run a shell).
+Importing this package registers every family's handlers. Each program name is registered by one
+family only (the registry refuses a second), so the order of these imports does not matter.
 """
 
 from agent.safety.classifier.families import (  # noqa: F401  (imported to register their handlers)
@@ -11,10 +10,12 @@ from agent.safety.classifier.families import (  # noqa: F401  (imported to regis
     find,
     git,
     interpreters,
+    inventory,
     network,
     nvidia,
     os_packages,
     python_packages,
+    python_probes,
     sed_awk,
     services,
     system,
@@ -27,6 +28,6 @@ def all_specs() -> list:
     """Every family's option specs (each family module lists its own in SPECS)."""
     found = []
     for family in (wrappers, files, interpreters, nvidia, python_packages, os_packages, services, git, find,
-                   sed_awk, text, system, network, containers):
+                   sed_awk, text, system, inventory, network, containers, python_probes):
         found.extend(getattr(family, "SPECS", ()))
     return found

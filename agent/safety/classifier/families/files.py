@@ -35,7 +35,7 @@ _FREE_ARGS = frozenset(
 )
 
 # Shell builtins (and `test`/`[`, judged elsewhere): their arguments do nothing but print or test.
-_BUILTINS = ("echo", "true", "false", "test", "[", "pwd", "type", "cd", ":")
+_BUILTINS = ("echo", "true", "false", "pwd", "type", "cd", ":")  # test and [ are the interpreters family's
 
 
 def _allow_free(an: Analysis, cmd: _Cmd) -> None:
@@ -170,7 +170,7 @@ _GREP_OPTIONS = (
     "-c|--count -T|--initial-tab -Z|--null -B|--before-context= -A|--after-context= -C|--context= -NUM "
     "--group-separator= --no-group-separator --color|--colour[=] -U|--binary -u|--unix-byte-offsets"
 )
-GREP = Spec("grep", _GREP_OPTIONS, aliases=("egrep", "fgrep"))
+GREP = Spec("grep", _GREP_OPTIONS, aliases=("egrep", "fgrep", "zgrep", "zegrep", "zfgrep"))  # z*: on gzip files
 
 
 def _grep_operands(an: Analysis, cmd: _Cmd, parsed: Parsed) -> bool:

@@ -27,7 +27,7 @@ from typing import Any
 
 from agent.safety.classifier.command import DESTRUCTIVE, MUTATING, Analysis, Arg, _Cmd
 from agent.safety.classifier.options import Effect, Parsed, Spec
-from agent.safety.classifier.paths import _UNTRUSTED_DIRS, normalize, read_risk
+from agent.safety.classifier.paths import UNTRUSTED_DIRS, normalize, read_risk
 from agent.safety.classifier.registry import _handles, judge_by_spec
 
 _GIT_COMMAND_KEYS = ("pager", "editor", "sshcommand", "fsmonitor", "askpass", "external", "command", "textconv",
@@ -61,7 +61,7 @@ _REVISIONS = (
     "--full-history --dense --sparse --simplify-merges --ancestry-path[=] --date-order --author-date-order "
     "--topo-order --reverse --no-walk[=] --do-walk --format= --pretty[=] --abbrev-commit --no-abbrev-commit "
     "--oneline --encoding= --expand-tabs[=] --no-expand-tabs --notes[=] --no-notes --show-notes[=] "
-    "--standard-notes --no-standard-notes --show-signature --relative-date --date= --parents --children "
+    "--standard-notes --no-standard-notes --show-signature!gpg --relative-date --date= --parents --children "
     "--left-right --graph --show-linear-break[=] --count --log-size --timestamp --source --mailmap --use-mailmap "
     "--no-mailmap --no-use-mailmap --decorate[=] --no-decorate --decorate-refs= --decorate-refs-exclude= "
     "--clear-decorations --full-diff -L= -q|--quiet --end-of-options -c --cc --dd -m -r -t --diff-merges= "
@@ -89,6 +89,8 @@ _WRITES_OUTPUT = {
     "output": Effect(MUTATING, "writes its output to a file"),
     "ext-diff": Effect(MUTATING, "runs the external diff program the configuration or GIT_EXTERNAL_DIFF names"),
     "textconv": Effect(MUTATING, "runs the textconv programs the configuration names"),
+    # gpg.program from any configuration runs, and gpg writes its trust database under ~/.gnupg
+    "gpg": Effect(MUTATING, "runs the gpg program the configuration names to check signatures"),
 }
 _HELP = (("-h",),)
 
@@ -114,11 +116,11 @@ REV_LIST = Spec(
     "--filter= --no-filter --filter-print-omitted --filter-provided-objects --missing= --exclude-promisor-objects "
     "--indexed-objects --in-commit-order --header --disk-usage[=] --bisect-vars --bisect-all --use-bitmap-index "
     "--no-kept-objects[=] --abbrev[=] --no-abbrev --progress= --quiet",
-    style="git", label="rev-list", help=_sub_help("rev-list"),
+    style="git", label="rev-list", help=_sub_help("rev-list"), effects={"gpg": _WRITES_OUTPUT["gpg"]},
 )
 SHORTLOG = Spec(
     "git", _REVISIONS + "-c|--committer -n|--numbered -s|--summary -e|--email -w[=] --group=",
-    style="git", label="shortlog", help=_sub_help("shortlog"),
+    style="git", label="shortlog", help=_sub_help("shortlog"), effects={"gpg": _WRITES_OUTPUT["gpg"]},
 )
 
 # --------------------------------------------------------------------------- the other read subcommands
@@ -313,7 +315,7 @@ def _repository_problem(an: Analysis, parsed: Parsed) -> tuple[str, str] | None:
         if place is None:
             return "git:unknown-repo", ("git would open a repository in a directory the classifier cannot know, whose "
                                         "own configuration (core.fsmonitor, diff.external) may run programs")
-        if place != "/~" and not place.startswith("/~/") and (place + "/").startswith(_UNTRUSTED_DIRS):
+        if place != "/~" and not place.startswith("/~/") and (place + "/").startswith(UNTRUSTED_DIRS):
             return "git:untrusted-repo", (f"git would open a repository under `{place}`, a world-writable directory: its "
                                           f"own configuration (core.fsmonitor, diff.external, filters) may run programs")
     return None

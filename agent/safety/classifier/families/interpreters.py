@@ -200,7 +200,12 @@ def _version_probe(an: Analysis, cmd: _Cmd, code: Arg | None) -> bool:
 
 def _python_module(an: Analysis, cmd: _Cmd, module_arg: Arg | None, rest: list[Arg]) -> None:
     module = module_arg.text if module_arg is not None else None
-    if module in _PROBE_MODULES and not rest and not an.changed_dir:
+    if an.changed_dir:
+        # `-m` looks in the working directory first: after a cd, `pip` is whatever lies there.
+        an.add(MUTATING, "python:-m-after-cd", f"after `cd`, `{cmd.prog} -m {module or '...'}` runs whatever module "
+                                               f"of that name lies in the new directory")
+        return
+    if module in _PROBE_MODULES and not rest:
         an.allow(cmd, "python version probe", check_globs=False)
         return
     if module == "pip":

@@ -287,3 +287,27 @@ def _runfile_command(an: Analysis, cmd: _Cmd) -> None:
 
 
 SPECS = [NVIDIA_SMI, *_NVSMI_SUBCOMMANDS.values()]
+
+
+# -- the container toolkit: only what prints. nvidia-ctk's other commands rewrite runtime configuration;
+# nvidia-container-cli's global options load kernel modules (--load-kmods) or write logs (--debug).
+_CONTAINER_TOOL_READS = {
+    "nvidia-ctk": ({"--version"}, {"-v"}),
+    "nvidia-container-cli": ({"--version", "info", "list"}, {"-V"}),
+}
+
+
+@_handles("nvidia-ctk", "nvidia-container-cli")
+def _container_toolkit(an: Analysis, cmd: _Cmd) -> None:
+    words, short = _CONTAINER_TOOL_READS[cmd.prog]
+    texts = cmd.texts
+    if len(texts) == 1 and (texts[0] in words or texts[0] in short):
+        an.allow(cmd, f"{cmd.prog} {texts[0]}")
+    elif cmd.prog == "nvidia-container-cli" and texts[:1] == ["list"] and all(t in ("--libraries", "--binaries",
+                                                                                   "--ipcs", "--firmwares")
+                                                                         for t in texts[1:]):
+        an.allow(cmd, f"{cmd.prog} list")
+    else:
+        what = "changes container runtime configuration" if cmd.prog == "nvidia-ctk" else \
+            "configures containers or loads kernel modules"
+        an.add(MUTATING, f"mutating:{cmd.prog}", f"`{cmd.prog}` {what}; only {', '.join(sorted(words | short))} print")

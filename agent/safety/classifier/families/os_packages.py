@@ -9,7 +9,7 @@ import re
 from agent.safety.classifier.command import DESTRUCTIVE, MUTATING, Analysis, Arg, _Cmd
 from agent.safety.classifier.options import Effect, Parsed, Spec, _operands
 from agent.safety.classifier.paths import read_risk
-from agent.safety.classifier.registry import _handles, judge_by_spec
+from agent.safety.classifier.registry import _HANDLERS, _handles, judge_by_spec
 
 _APT_READ = frozenset({"list", "show", "search", "policy", "depends", "rdepends", "madison", "showsrc", "showpkg",
                        "pkgnames", "stats", "unmet", "dump", "dumpavail"})
@@ -253,3 +253,82 @@ def _ubuntu_drivers(an: Analysis, cmd: _Cmd) -> None:
 
 
 SPECS = [APT_GET, APT_CACHE, APT, DPKG, DPKG_QUERY, UPDATE_ALTERNATIVES, LDCONFIG]
+
+# --------------------------------------------------------------------------- listing tools of apt, dpkg and rpm
+
+# apt-mark and apt-config read APT's common options too, but `-o`/`-c` may name any setting or file
+# (apt-config dump then runs nothing, apt-mark's state file is written): only -q here.
+_APT_MARK_READS = frozenset({"showauto", "showmanual", "showhold", "showinstall", "showremove", "showpurge"})
+APT_MARK = Spec("apt-mark", "-q|--quiet -h|--help -v|--version", style="exact", help=())
+APT_CONFIG = Spec("apt-config", "-q|--quiet -h|--help -v|--version --empty --format=", style="exact", help=())
+DPKG_DEB = Spec(
+    "dpkg-deb",
+    "-I|--info -c|--contents -f|--field -W|--show --showformat= --verbose -v --debug= -D --nocheck --help --version "
+    "-b|--build!writes --root-owner-group -Z= -z= -S= --deb-format= --threads-max= -x|--extract!writes "
+    "-X|--vextract!writes -R|--raw-extract!writes -e|--control!writes --ctrl-tarfile --fsys-tarfile -?",
+    style="exact", effects={"writes": Effect(MUTATING, "builds or unpacks a package, writing files")},
+)
+# rpm's query mode (-q), with its selectors and formats; anything else (install, erase, --eval of
+# macros that run shell code, --dbpath and --root elsewhere) is not read-only.
+RPM_QUERY = Spec(
+    "rpm",
+    "-q|--query -a|--all -i|--info -l|--list -f|--file -R|--requires --provides -c|--configfiles -d|--docfiles "
+    "--changelog --last --whatprovides --whatrequires --scripts -s|--state --qf|--queryformat= -v|--verbose "
+    "--quiet --version --nodigest --nosignature",
+    style="exact", help=(),
+)
+
+
+def _apt_mark(an: Analysis, cmd: _Cmd) -> None:
+    def verb(an_: Analysis, cmd_: _Cmd, parsed: Parsed) -> bool:
+        word = parsed.operands[0].text if parsed.operands else None
+        if word not in _APT_MARK_READS:
+            an_.add(MUTATING, "mutating:apt-mark", f"`apt-mark {word or ''}` changes package state; only its show "
+                                                   f"verbs ({', '.join(sorted(_APT_MARK_READS))}) list")
+            return False
+        return True
+
+    judge_by_spec(an, cmd, APT_MARK, verb)
+
+
+def _apt_config(an: Analysis, cmd: _Cmd) -> None:
+    def verb(an_: Analysis, cmd_: _Cmd, parsed: Parsed) -> bool:
+        word = parsed.operands[0].text if parsed.operands else None
+        if word not in ("dump", "shell"):
+            an_.add(MUTATING, "apt-config:unknown", f"`apt-config {word or ''}` is not dump or shell")
+            return False
+        return True
+
+    judge_by_spec(an, cmd, APT_CONFIG, verb)
+
+
+def _dpkg_deb(an: Analysis, cmd: _Cmd) -> None:
+    def archives(an_: Analysis, cmd_: _Cmd, parsed: Parsed) -> bool:
+        if not parsed.has("-I", "-c", "-f", "-W", "--help", "--version"):
+            an_.add(MUTATING, "dpkg-deb:mode", "`dpkg-deb` without -I, -c, -f or -W builds or unpacks a package")
+            return False
+        for operand in parsed.operands[:1]:
+            problem = read_risk(operand.text, an_.cwd)
+            if problem is not None:
+                an_.add(problem[0], f"dpkg-deb:{problem[1]}", f"`dpkg-deb` opens what it should not: {problem[2]}")
+                return False
+        return True
+
+    judge_by_spec(an, cmd, DPKG_DEB, archives)
+
+
+def _rpm(an: Analysis, cmd: _Cmd) -> None:
+    def query(an_: Analysis, cmd_: _Cmd, parsed: Parsed) -> bool:
+        if not parsed.has("-q", "--version"):
+            an_.add(MUTATING, "rpm:mode", "`rpm` without -q installs, erases or changes packages")
+            return False
+        return True
+
+    judge_by_spec(an, cmd, RPM_QUERY, query)
+
+
+_HANDLERS["apt-mark"] = _apt_mark
+_HANDLERS["apt-config"] = _apt_config
+_HANDLERS["dpkg-deb"] = _dpkg_deb
+_HANDLERS["rpm"] = _rpm
+SPECS += [APT_MARK, APT_CONFIG, DPKG_DEB, RPM_QUERY]

@@ -28,6 +28,8 @@ _PIP_EFFECTS = {
     "log": Effect(MUTATING, "writes a log file"),
     # the index's HTTP cache and the version check's state are written there
     "cache": Effect(MUTATING, "writes pip's cache into that directory"),
+    # the configured index may be any host on the internet; reads go only to the session's hosts
+    "network": Effect(MUTATING, "asks the package index over the network, a host outside the session"),
 }
 _PIP_INDEX = "-i|--index-url= --extra-index-url= --no-index -f|--find-links= "
 _PIP_TARGET = "--platform= --python-version= --implementation= --abi= "
@@ -45,7 +47,7 @@ def _pip_spec(label: str, options: str = "", files: bool = False) -> Spec:
 PIP = Spec("pip", _PIP_GENERAL, style="optparse", effects=_PIP_EFFECTS, stop_at_operand=True,
            not_options=_PIP_NOT_OPTIONS)
 _PIP_SUBCOMMANDS = {
-    "list": _pip_spec("list", _PIP_INDEX + "-o|--outdated -u|--uptodate -e|--editable -l|--local --user --path= "
+    "list": _pip_spec("list", _PIP_INDEX + "-o|--outdated!network -u|--uptodate!network -e|--editable -l|--local --user --path= "
                               "--pre --format= --not-required --exclude-editable --include-editable --exclude="),
     "freeze": _pip_spec("freeze", "-r|--requirement= -l|--local --user --path= --all --exclude-editable --exclude="),
     "show": _pip_spec("show", "-f|--files"),
@@ -62,7 +64,7 @@ _PIP_SUBCOMMANDS = {
     "cache": _pip_spec("cache", "--format="),
 }
 # Subcommands whose first operand says what they do, and the read-only values of it.
-_PIP_VERBS = {"index": ("versions",), "config": ("list", "get", "debug"), "cache": ("dir", "info", "list")}
+_PIP_VERBS = {"config": ("list", "get", "debug"), "cache": ("dir", "info", "list")}
 SPECS = [PIP, *_PIP_SUBCOMMANDS.values()]
 
 
@@ -99,6 +101,10 @@ def _pip(an: Analysis, cmd: _Cmd, args: list[Arg], label: str) -> None:
         return
     if sub == "install":
         an.add(MUTATING, "pip:install", f"`{label} install` installs or replaces Python packages")
+        return
+    if sub == "index":
+        an.add(MUTATING, "pip:index", f"`{label} index` asks the package index over the network, a host outside "
+                                      "the session")
         return
     if sub in ("download", "wheel"):
         an.add(MUTATING, f"pip:{sub}", f"`{label} {sub}` fetches or builds packages and writes them to disk")

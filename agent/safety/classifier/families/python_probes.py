@@ -99,16 +99,13 @@ def probe_problem(code: str) -> str | None:
         return str(refusal)
     except RecursionError:
         return "it nests too deeply"
-    if not checker.printed:
-        return "it prints nothing"  # a one-liner that prints nothing is not a probe of anything
-    return None
+    return None  # `python3 -c 'import torch'` is a probe too: its exit status says whether torch imports
 
 
 class _Checker:
     def __init__(self) -> None:
         self.names: dict[str, str] = {}  # local name -> dotted name of the module or function it is bound to
         self.values: set[str] = set()  # local names bound to values computed here (not modules)
-        self.printed = False
 
     # -- statements
 
@@ -238,8 +235,6 @@ class _Checker:
                 raise _NotAProbe(f"it hands `{function.id}` a function to call")
             if function.id == "getattr" and not (len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):
                 raise _NotAProbe("it reads an attribute whose name is computed")
-            if function.id == "print":
-                self.printed = True
             return
         name = self.dotted(function)
         if name is not None:
@@ -250,8 +245,6 @@ class _Checker:
                 if not (isinstance(argument, ast.Constant) and isinstance(argument.value, str)):
                     raise _NotAProbe(f"`{name}` imports a module whose name is computed")
                 self.module(argument.value)
-            if name == "pprint.pprint":
-                self.printed = True
             return
         if isinstance(function, ast.Attribute) and function.attr in PURE_METHODS:
             self.expression(function.value)  # a method of a value: `torch.__version__.split("+")`

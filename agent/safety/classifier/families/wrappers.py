@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from agent.safety.classifier.command import _MAX_NESTING, FORBIDDEN, MUTATING, Analysis, Arg, _Cmd
-from agent.safety.classifier.options import _getopt, _operands, _Opts
+from agent.safety.classifier.options import Spec, _getopt, _operands, _Opts
+from agent.safety.classifier.paths import trusted_program_path
 from agent.safety.classifier.registry import _HANDLERS, _handles
 from agent.safety.classifier.tree import _excerpt
 from agent.safety.classifier.words import _join
@@ -411,8 +412,30 @@ def _wrapper_handler(an: Analysis, cmd: _Cmd) -> None:
     _run_wrapper(an, cmd, _WRAPPER_PARSERS[cmd.prog](cmd.args))
 
 
-for _name in _WRAPPER_PARSERS:
+# env, command and numactl have handlers of their own below; xargs is judged by the interpreters
+# family, since what it runs is often a shell.
+for _name in set(_WRAPPER_PARSERS) - {"env", "command", "numactl", "xargs", "timeout"}:
     _HANDLERS[_name] = _wrapper_handler
+
+
+# timeout only limits how long its command runs (it signals that command, nothing else), so around a
+# read-only command it is read-only: `timeout 5 nvidia-smi`, the careful form of a probe that can hang.
+# GNU timeout stops reading options at the duration.
+TIMEOUT = Spec("timeout", "-s|--signal= -k|--kill-after= --preserve-status --foreground -v|--verbose --help --version",
+               permute=False)
+_DURATION = re.compile(r"\d+(\.\d+)?[smhd]?")
+SPECS = [TIMEOUT]
+
+
+@_handles("timeout")
+def _timeout(an: Analysis, cmd: _Cmd) -> None:
+    parsed = TIMEOUT.parse(cmd.args)
+    duration = parsed.operands[0].text if parsed.operands else None
+    if (parsed.unknown or len(parsed.operands) < 2 or not _DURATION.fullmatch(duration or "")
+            or ("/" in cmd.name and not trusted_program_path(cmd.name))):
+        _wrapper_handler(an, cmd)
+        return
+    an.inner_words(parsed.operands[1:], "timeout", cmd.stdin)
 
 
 @_handles("env")
