@@ -124,6 +124,8 @@ def cmd_classify(args) -> int:
         out = {"command": command, "risk": r.cls.value, "reason": r.reason, "rule": r.rule}
         if r.decoded:
             out["decoded"] = r.decoded
+        if r.reaches:
+            out["reaches"] = r.reaches  # another host: the gate refuses it as outside the session
         return out
 
     command = " ".join(args.command).strip()
@@ -133,7 +135,8 @@ def cmd_classify(args) -> int:
             print(json.dumps(res))
         else:
             print(f"{res['risk']}: {res['reason']} [{res['rule']}]" + (
-                f"\n  decoded: {res['decoded']}" if res.get("decoded") else ""))
+                f"\n  decoded: {res['decoded']}" if res.get("decoded") else "") + (
+                f"\n  reaches: {res['reaches']} (outside the session's hosts)" if res.get("reaches") else ""))
         return ExitCode.OK
     for line in sys.stdin:
         line = line.rstrip("\n")

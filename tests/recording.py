@@ -141,18 +141,18 @@ def refused_before_backup(sim: Sim):
     messages = yield turn("torch is the cu128 build; removing it before installing the cu130 one.",
                           calls=[("ssh_exec", {"host": "sim", "command": "python -m pip uninstall -y torch"})])
     refusal = last_tool_outputs(messages)[0]
-    assert "no rule of the goal file's authorizations covers it" in refusal and "no verified backup" in refusal
+    assert "no rule of the goal file's authorizations covers it" in refusal and "pip_install" in refusal
     messages = yield turn(
-        "Refused for two reasons at once: no rule allows an uninstall, and there is no backup yet. The uninstall "
-        "is not needed: the goal file allows pip_install of the cu130 build, which replaces the cu128 one in one "
-        "step. Taking the backup first.", calls=[("pip_freeze_backup", {"host": "sim"})])
+        "Refused: no rule allows an uninstall through ssh_exec; the rules for this host are an install_runfile "
+        "and a pip_install. The uninstall is not needed: pip_install of the cu130 build replaces the cu128 one in "
+        "one step. Taking the backup it needs first.", calls=[("pip_freeze_backup", {"host": "sim"})])
     messages = yield turn(
         "Backup verified; installing the pinned cu130 build as authorizations[1] allows.",
         calls=[("pip_install", {"host": "sim", "index_url": sim.index_urls["cu130"], "no_deps": True,
                                 "packages": ["torch==2.10.0+cu130"]})])
     yield turn("torch is now 2.10.0+cu130 (installed over the cu128 build, no uninstall needed). The uninstall I "
-               "first tried was refused (no rule allowed it, and there was no backup yet); the install that replaced "
-               "it was allowed by authorizations[1] once the backup was taken. Backup id in turn 3.")
+               "first tried was refused (no rule allowed it); the install that replaced it was allowed by "
+               "authorizations[1] once the backup was taken. Backup id in turn 3.")
 
 
 def install_fails_no_space(sim: Sim):

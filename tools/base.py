@@ -55,6 +55,9 @@ class Risk(BaseModel):
     reason: str
     # The decoded form of an obfuscated command (base64 pipe, `bash -c '...'`), when one was found.
     decoded: str | None = None
+    # Another host an option of the command makes it act on (`systemctl -H root@h`, `docker -H ...`):
+    # the gate treats the step as outside the session's hosts, whatever its class.
+    reaches: str | None = None
 
 
 class Workload(BaseModel):

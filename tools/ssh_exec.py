@@ -47,14 +47,22 @@ class SSHExec(Tool):
     """Run one shell command on a host and get back its exit code, stdout and stderr.
 
     The command runs in a clean, non-interactive bash (`bash --noprofile --norc -c`)
-    with a fixed PATH, as the host's login user; no terminal, no stdin. Use `sudo -n`
-    style commands only: sudo never gets a password, and a sudo that wants one fails
-    (the result's `hint` says so; ask the operator for a passwordless rule).
+    with a fixed PATH, as the host's login user; no terminal, no stdin. Where a step needs
+    root, use `sudo -n`: sudo never gets a password, and a sudo that wants one fails (the
+    result's `hint` says so). A command under sudo is never read-only, so leave sudo out of reads.
 
-    Every command is checked by the safety gate first: read-only commands run at once;
-    commands that change the host need a backup of that host and the operator's approval,
-    and are bound to the exact command text (and its env). Prefer one plain command per
-    call over long chains, so it can be judged and approved on its own.
+    Every command is checked by the safety gate first. Read-only commands run at once, with
+    no backup or approval: programs that only print or query, with options that change
+    nothing (nvidia-smi queries, ls, cat/head/grep of ordinary files, ps, ss, ip ... show,
+    df, uname, dpkg -l, pip list/show/freeze, `python3 -c` one-liners that only import
+    packages and print their versions and devices, `curl -s` GETs of a loopback server's
+    health or metrics, `timeout N` around any of these), joined by `|`, `&&`, `||` and `;`.
+    Not read-only: writes and redirections into files, wrappers (sudo, env, bash -c), loops,
+    `$VAR` (but in echo) and `$(...)` (but one-word outputs such as `$(uname -r)`), and
+    programs or options the gate does not know. Those change the host: they need a backup of
+    that host and the operator's approval (or a goal file rule), bound to the exact command
+    text (and its env). A refusal names the part that made the command a change; the
+    read-only parts run on their own. Prefer one plain command per call over long chains.
 
     `timeout` (seconds, default 600) kills the command and everything it started when it
     runs too long: the result has timed_out=true and no exit code. If the connection drops

@@ -181,6 +181,10 @@ class SafetyPolicy:
                            f"host {action.host!r} is not one of this session's hosts "
                            f"({', '.join(sorted(self.scope)) or 'none'}); only the operator can add a host")
         risk = classify_action(action)
+        if risk.reaches is not None:
+            return verdict(Verdict.DENY, risk, "out-of-scope",
+                           f"{risk.reason}: it acts on {risk.reaches!r}, which is not one of this session's hosts "
+                           f"({', '.join(sorted(self.scope)) or 'none'}); run it on that host's own session instead")
         if risk.cls is RiskClass.FORBIDDEN:
             return verdict(Verdict.DENY, risk, "forbidden", f"{risk.reason}; this is refused in every mode")
         if risk.cls is RiskClass.READ_ONLY:
@@ -211,10 +215,14 @@ class SafetyPolicy:
                                "same call will pass")
             return verdict(Verdict.ALLOW, risk, "authorized", f"goal file authorizations[{index}] covers it",
                            backup_id=backup_id, approved_by=f"goal:authorizations[{index}]")
+        # The backup is worth mentioning only where a rule would cover the step once it exists.
+        read_hint = ("; if you meant only to read, leave out what the reason names: commands that only read run "
+                     "without any rule" if action.risk is None and action.workload is None else "")
         return verdict(Verdict.DENY, risk, "not-authorized",
                        f"{what}, and no rule of the goal file's authorizations covers it"
                        + self._nearest(index, misses, tool, action)
-                       + (f"; also, {no_backup}" if no_backup else "")
+                       + (f"; also, {no_backup}" if no_backup and index is not None else "")
+                       + read_hint
                        + ". A scripted run never asks: report what you would need instead")
 
     def _nearest(self, index: int | None, misses: list[str] | None, tool: str, action: Action) -> str:

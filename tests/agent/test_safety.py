@@ -71,6 +71,25 @@ def test_a_host_outside_the_session_is_refused_before_any_connection(tmp_path):
     assert pool.asked == []
 
 
+@pytest.mark.parametrize("mode", ["interactive", "scripted"])
+@pytest.mark.parametrize("command, reaches", [
+    ("systemctl -H root@192.0.2.5 status", "root@192.0.2.5"),
+    ("docker --host=ssh://root@192.0.2.5 ps", "ssh://root@192.0.2.5"),
+    ("journalctl -M build-container -n 5", "build-container"),
+])
+def test_an_option_that_reaches_another_host_is_out_of_scope_even_with_approval(tmp_path, mode, command, reaches):
+    """`systemctl -H h` runs on h: no approval or authorization of the session's host covers another host."""
+    from tools.ssh_exec import SSHExec
+
+    approver = CountingApprover([ApprovalAnswer.YES_ONCE])
+    gate = SafetyPolicy(scope={"gpu1"}, mode=mode, approver=approver,
+                        authorizations=[Authorization(host="gpu1", command=command)])
+    action = SSHExec().action(SSHExec.Args(host="gpu1", command=command))
+    decision = gate.decide("ssh_exec", action)
+    assert decision.verdict.value == "deny" and decision.rule == "out-of-scope", decision
+    assert reaches in decision.reason and approver.asked == []
+
+
 # --------------------------------------------------------------------------- backups and approvals
 
 

@@ -63,7 +63,8 @@ def test_the_refused_session_shows_every_reason_at_once_and_the_recovery():
     assert rules == [("read-only", "allow"), ("not-authorized", "deny"), ("backup", "allow"), ("authorized", "allow")]
     refusal = next(e for e in ev if e["type"] == "decision" and e["verdict"] == "deny")
     assert "no rule of the goal file's authorizations covers it" in refusal["reason"]
-    assert "also, there is no verified backup of sim" in refusal["reason"]
+    assert "the rules for this host are [0]" in refusal["reason"]  # what would pass instead
+    assert "pip_freeze_backup" not in refusal["reason"]  # no rule would cover it, so a backup would not help
 
 
 def test_the_failed_install_is_reported_and_cleaned_up():

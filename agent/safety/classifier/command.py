@@ -63,6 +63,7 @@ class _Finding:
     via: tuple[str, ...]
     decoded: str | None
     structural: bool  # about the shape (wrapper, expansion) rather than what a command does
+    reaches: str | None = None  # another host the command acts on, when an option names one
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class Analysis(Protocol):
     cwd: str | None  # the working directory as far as known ("/~": the login directory), None: unknown
 
     def add(self, cls: RiskClass, rule: str, reason: str, *, structural: bool = False,
-            decoded: str | None = None) -> None: ...
+            decoded: str | None = None, reaches: str | None = None) -> None: ...
 
     def allow(self, cmd: _Cmd, label: str | None = None, check_globs: bool = True) -> None: ...
 

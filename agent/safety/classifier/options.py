@@ -164,6 +164,7 @@ def _getopt(
 
 
 RUN_TIME_WORD = "a word known only when the command runs"
+REMOTE = "remote"  # the effect of an option that makes a program act on another host (systemctl -H)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import re
 from typing import Callable
 
 from agent.safety.classifier.command import MUTATING, Analysis, _Cmd
-from agent.safety.classifier.options import RUN_TIME_WORD, Parsed, Spec
+from agent.safety.classifier.options import REMOTE, RUN_TIME_WORD, Parsed, Spec
 from agent.safety.classifier.paths import read_risk
 from tools.base import RiskClass
 
@@ -107,7 +107,10 @@ def judge_by_spec(an: Analysis, cmd: _Cmd, spec: Spec, operands: OperandCheck | 
     if worst is not None:
         effect, used = worst
         meaning = "" if used.written == used.option.shown else f" (`{used.option.shown}`)"
-        an.add(effect.cls, f"{cmd.prog}:{used.option.shown}", f"`{shown} {used.written}`{meaning} {effect.what}")
+        # An effect named "remote" makes the program act on another host: the gate keeps it out of scope.
+        reaches = (used.value.text or used.option.shown) if used.value is not None else used.option.shown
+        an.add(effect.cls, f"{cmd.prog}:{used.option.shown}", f"`{shown} {used.written}`{meaning} {effect.what}",
+               reaches=reaches if used.option.effect == REMOTE else None)
         return None
     if spec.files:
         for operand in parsed.operands:

@@ -237,10 +237,11 @@ class _Analysis:
 
     # -- recording
 
-    def add(self, cls: RiskClass, rule: str, reason: str, *, structural: bool = False, decoded: str | None = None):
+    def add(self, cls: RiskClass, rule: str, reason: str, *, structural: bool = False, decoded: str | None = None,
+            reaches: str | None = None):
         if self.speculative and cls.rank <= MUTATING.rank:
             return
-        self.findings.append(_Finding(cls, rule, reason, self.via, decoded or self.decoded, structural))
+        self.findings.append(_Finding(cls, rule, reason, self.via, decoded or self.decoded, structural, reaches))
 
     def allow(self, cmd: _Cmd, label: str | None = None, check_globs: bool = True) -> None:
         """The command passed its allowlist check; it stays read-only unless something else says otherwise."""
@@ -305,7 +306,8 @@ class _Analysis:
         best = next((f for f in deciding if not f.structural), deciding[0])
         decoded = best.decoded or next((f.decoded for f in self.findings if f.decoded), None)
         reason = best.reason + (f" (via {' -> '.join(best.via)})" if best.via else "")
-        return Risk(cls=best.cls, rule=best.rule, reason=reason, decoded=decoded)
+        reaches = next((f.reaches for f in self.findings if f.reaches), None)
+        return Risk(cls=best.cls, rule=best.rule, reason=reason, decoded=decoded, reaches=reaches)
 
     def _read_only_verdict(self) -> Risk:
         names = list(dict.fromkeys(self.allowed))

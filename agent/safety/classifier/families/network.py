@@ -341,4 +341,29 @@ def _download(an: Analysis, cmd: _Cmd) -> None:
 
 _HANDLERS["ss"] = specified(SS, _ss_operands)
 
-SPECS = [SS, CURL, WGET]
+# netstat (net-tools) only lists. Without -n it looks every address up in the DNS, which asks other
+# hosts; the interface and statistics tables name no addresses.
+NETSTAT = Spec(
+    "netstat",
+    "-r|--route -i|--interfaces -g|--groups -s|--statistics -M|--masquerade -v|--verbose -W|--wide -n|--numeric "
+    "--numeric-hosts --numeric-ports --numeric-users -N|--symbolic -e|--extend -p|--programs -o|--timers "
+    "-c|--continuous -l|--listening -a|--all -F|--fib -C|--cache -Z|--context -t|--tcp -u|--udp -U|--udplite "
+    "-S|--sctp -w|--raw -x|--unix --ax25 --ipx --netrom --ddp --inet --inet6 --unix -4 -6 -A= -V|--version "
+    "-h|--help",
+    not_options="--af --protocol",
+)
+
+
+def _netstat_operands(an: Analysis, cmd: _Cmd, parsed: Parsed) -> bool:
+    if parsed.operands:
+        an.add(MUTATING, "netstat:operand", f"`netstat` takes no operand `{parsed.operands[0].text}`")
+        return False
+    if not parsed.has("-n", "--numeric-hosts", "-i", "-s", "-V", "-h"):
+        an.add(MUTATING, "netstat:dns", "`netstat` without -n looks every address up in the DNS, asking other hosts")
+        return False
+    return True
+
+
+_HANDLERS["netstat"] = specified(NETSTAT, _netstat_operands)
+
+SPECS = [SS, NETSTAT, CURL, WGET]
