@@ -58,7 +58,7 @@ class SSHExec(Tool):
     packages and print their versions and devices, `curl -s` GETs of a loopback server's
     health or metrics, `timeout N` around any of these), joined by `|`, `&&`, `||` and `;`.
     Not read-only: writes and redirections into files, wrappers (sudo, env, bash -c), loops,
-    `$VAR` (but in echo) and `$(...)` (but one-word outputs such as `$(uname -r)`), and
+    `$VAR` except in echo, `$(...)` except one-word outputs such as `$(uname -r)`, and
     programs or options the gate does not know. Those change the host: they need a backup of
     that host and the operator's approval (or a goal file rule), bound to the exact command
     text (and its env). A refusal names the part that made the command a change; the

@@ -30,6 +30,7 @@ OS_ENTRIES = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "v
 SIM_TREES = ("usr/local", "usr/share/man", "opt", "srv", "tmp", "var/tmp", "var/log", "root")
 # This machine's /usr/bin, where the sim's /usr/bin links point (the sim's nvidia-smi stands beside them).
 HOST_USR_BIN = "/.host/usr/bin"
+HOST_USR_SBIN = "/.host/usr/sbin"
 STATE_DIR = ".sim"  # the sim's machine state; its programs find it at /.sim inside the sandbox
 SIM_HOME = "/root"
 
@@ -77,6 +78,10 @@ def sandbox_argv(root: Path, hostname: str) -> list[str]:
              "--ro-bind", str(root / "usr" / "bin"), "/usr/bin", "--bind", str(root / STATE_DIR), "/" + STATE_DIR]
     for tree in SIM_TREES:
         argv += ["--bind", str(root / tree), "/" + tree]
+    # /usr/sbin comes first on PATH, and kmod's lsmod lives there on Debian and Ubuntu: the sim's
+    # /usr/sbin links to this machine's programs too, but to its own where it has them.
+    if (root / "usr" / "sbin").is_dir():
+        argv += ["--ro-bind", "/usr/sbin", HOST_USR_SBIN, "--ro-bind", str(root / "usr" / "sbin"), "/usr/sbin"]
     # The parts of /etc the sim owns (its OS release), over this machine's read-only /etc.
     for owned in ("etc/os-release",):
         if (root / owned).is_file() and os.path.exists("/" + owned):

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.hosts.sim import HOST_USR_BIN
+from tools.hosts.sim import HOST_USR_BIN, HOST_USR_SBIN
 
 from . import venv as sim_venv
 from . import wheels
@@ -169,6 +169,7 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, free_space_mb: 
     _write_command(root / "usr" / "bin" / "df", python, "simhost.disk", "df_main")
     _write_command(root / "usr" / "bin" / "lsmod", python, "simhost.disk", "lsmod_main")
     _link_host_programs(root / "usr" / "bin")
+    _link_host_system_programs(root / "usr" / "sbin", own=root / "usr" / "bin")
     (root / "etc" / "os-release").write_text(OS_RELEASE)
     for key in toolkits:
         toolkit.install(root / "usr" / "local" / f"cuda-{toolkit.RELEASES[key].short}", toolkit.RELEASES[key],
@@ -230,6 +231,17 @@ def _link_host_programs(bin_dir: Path) -> None:
         link = bin_dir / name
         if not link.exists() and not link.is_symlink():
             link.symlink_to(f"{HOST_USR_BIN}/{name}")
+
+
+def _link_host_system_programs(sbin_dir: Path, own: Path) -> None:
+    """The sim's /usr/sbin: links to this machine's, shown at HOST_USR_SBIN, except where the sim has
+    its own program of that name (lsmod), which wins there too."""
+    sbin_dir.mkdir(parents=True, exist_ok=True)
+    for name in os.listdir("/usr/sbin") if os.path.isdir("/usr/sbin") else ():
+        link = sbin_dir / name
+        if not link.exists() and not link.is_symlink():
+            link.symlink_to(f"/usr/bin/{name}" if (own / name).is_file() and not (own / name).is_symlink()
+                            else f"{HOST_USR_SBIN}/{name}")
 
 
 def _write_command(path: Path, python: str, module: str, function: str = "main") -> None:

@@ -103,6 +103,8 @@ def normalize(path: str, cwd: str | None = "/") -> str | None:
             continue
         parts.append(part)
     norm = "/" + "/".join(parts)
+    if norm == "/var/run" or norm.startswith(("/var/run/", "/var/lock/")):
+        norm = "/run" + norm[len("/var/run"):] if norm.startswith("/var/run") else "/run/lock" + norm[len("/var/lock"):]
     for _ in range(8):  # /proc/self/root/proc/self/root/... : each is the same root
         stripped = _PROC_ROOT.sub("", norm)
         if stripped == norm:
@@ -121,7 +123,8 @@ _READABLE_DEVICE_PATTERN = re.compile(r"/dev/fd/\d+|/proc/self/fd/\d+|/proc/thre
 # Files under /proc and /sys whose reading takes data others need or arms something.
 _CONSUMING_READS = re.compile(
     r"^/proc/kmsg$|^/proc/sysrq-trigger$|^/proc/[^/]+/(mem|clear_refs|pagemap)$|/trace_pipe(_raw)?$|"
-    r"^/sys/kernel/(debug|tracing)/|^/proc/acpi/|^/sys/firmware/|^/proc/bus/|^/dev/|^/run/initctl$|\.fifo$"
+    r"^/sys/kernel/(debug|tracing)/|^/proc/acpi/|^/sys/firmware/|^/proc/bus/|^/dev/|^/run/initctl$|\.fifo$|"
+    r"^/run/systemd/initctl/fifo$|^/run/dmeventd-(client|server)$|/fifo$"
 )
 
 
@@ -143,6 +146,36 @@ def read_risk(path: str | None, cwd: str | None = "/") -> tuple[RiskClass, str, 
             "a kernel file that is consumed or acts when read"
         return MUTATING, "side-effect-read", f"`{path}` is {what}"
     return None
+
+
+# Files whose reading is not read-only, one for each kind: a glob that could match any of them is not
+# read-only either (`cat /proc/k*`, `cat /*/kmsg`, `cat /sys/*/tracing/trace_pipe`).
+_SIDE_EFFECT_SAMPLES = (
+    "/proc/kmsg", "/proc/sysrq-trigger", "/proc/1/mem", "/proc/self/mem", "/proc/1/clear_refs", "/proc/1/pagemap",
+    "/proc/acpi/event", "/proc/bus/pci", "/sys/kernel/tracing/trace_pipe", "/sys/kernel/tracing/per_cpu/cpu0/trace_pipe",
+    "/sys/kernel/debug/tracing/trace_pipe", "/sys/kernel/debug/dri/0/amdgpu_gpu_recover", "/sys/firmware/efi",
+    "/run/initctl", "/run/systemd/initctl/fifo", "/run/dmeventd-client", "/run/dmeventd-server", "/dev/watchdog",
+    "/dev/watchdog0", "/dev/char/10:130", "/dev/mem",
+)
+
+
+def _glob_matches(pattern: str, path: str) -> bool:
+    """Whether bash could expand pattern to path: component by component, `*` never crossing a `/`."""
+    wanted, parts = pattern.split("/"), path.split("/")
+    return len(wanted) == len(parts) and all(fnmatch.fnmatchcase(p, w) for w, p in zip(wanted, parts))
+
+
+def pattern_read_risk(pattern: str | None, cwd: str | None = "/") -> tuple[RiskClass, str, str] | None:
+    """read_risk for an unquoted glob: not read-only when it could name a file read_risk refuses."""
+    if pattern is None:
+        return MUTATING, "unknown-path", "a path known only when the command runs"
+    norm = normalize(pattern, cwd)
+    if norm is None:
+        return MUTATING, "unknown-path", f"`{pattern}` resolves through a directory the classifier cannot know"
+    hit = next((sample for sample in _SIDE_EFFECT_SAMPLES if _glob_matches(norm, sample)), None)
+    if hit is not None:
+        return MUTATING, "side-effect-read", f"the pattern `{pattern}` may name {hit}, which is consumed or acts when read"
+    return read_risk(norm.split("*")[0].split("?")[0].split("[")[0] + "x", "/") if norm.startswith("/dev/") else None
 
 
 # World-writable places where anyone may have put a program; a command run from there is not the

@@ -7,7 +7,7 @@ from typing import Callable
 
 from agent.safety.classifier.command import MUTATING, Analysis, _Cmd
 from agent.safety.classifier.options import REMOTE, RUN_TIME_WORD, Parsed, Spec
-from agent.safety.classifier.paths import read_risk
+from agent.safety.classifier.paths import pattern_read_risk, read_risk
 from tools.base import RiskClass
 
 # --------------------------------------------------------------------------- handlers
@@ -127,13 +127,8 @@ def judge_by_spec(an: Analysis, cmd: _Cmd, spec: Spec, operands: OperandCheck | 
 
 
 def _pattern_read_risk(text: str | None, cwd: str | None):
-    """A glob may match anything in its directory: /dev/wat* is /dev/watchdog, `*` in /dev too."""
-    if text is None:
-        return MUTATING, "unknown-path", "a path known only when the command runs"
-    problem = read_risk(re.sub(r"[*?\[{].*$", "x", text), cwd)
-    if problem is None:
-        return None
-    return problem[0], problem[1], f"the pattern `{text}` may name a file there, such as a device or kernel queue"
+    """A glob may match anything in its directory: /dev/wat* is /dev/watchdog, `cat /proc/k*` reads kmsg."""
+    return pattern_read_risk(text, cwd)
 
 
 def specified(spec: Spec, operands: OperandCheck | None = None, label: str | None = None) -> _Handler:

@@ -32,7 +32,7 @@ from agent.safety.classifier.families.files import _FREE_ARGS
 from agent.safety.classifier.families.interpreters import _WORKLOAD_WRITE_FLAGS, test_subscript_problem
 from agent.safety.classifier.families.wrappers import _WRAPPER_PARSERS, _innermost_prog
 from agent.safety.classifier.filters import _FILTERS, _run_filter
-from agent.safety.classifier.paths import _write_risk, normalize, read_risk, trusted_program_path
+from agent.safety.classifier.paths import _write_risk, normalize, pattern_read_risk, read_risk, trusted_program_path
 from agent.safety.classifier.registry import _HANDLERS, _handler_for
 from agent.safety.classifier.tree import (
     _excerpt,
@@ -734,8 +734,8 @@ class _Analysis:
                     "<(...)",
                 )
             for target in targets:  # the shell opens it: `wc -c < /dev/watchdog` arms the watchdog
-                problem = read_risk(target.text, self.cwd) if not target.pattern else (
-                    MUTATING, "unknown-path", f"the pattern `{target.text}` may name any file")
+                problem = read_risk(target.text, self.cwd) if not target.pattern else \
+                    pattern_read_risk(target.text, self.cwd)
                 if problem is not None:
                     self.add(problem[0], f"redirect:{problem[1]}", f"the `{operator}` redirection opens what it should not: {problem[2]}")
             return _Stdin("file", None, source=targets[0].text or "" if targets else "")

@@ -18,7 +18,14 @@ from agent.safety.classifier.options import (
     _operands,
     _short_options,
 )
-from agent.safety.classifier.paths import _HARMLESS_SINKS, _system_dir_hit, _write_risk, normalize, read_risk
+from agent.safety.classifier.paths import (
+    _HARMLESS_SINKS,
+    _system_dir_hit,
+    _write_risk,
+    normalize,
+    pattern_read_risk,
+    read_risk,
+)
 from agent.safety.classifier.registry import _HANDLERS, _handles, _handles_matching, judge_by_spec
 from agent.safety.classifier.words import _may_become_option
 
@@ -56,9 +63,7 @@ _HAZARD_TREES = ("/proc", "/sys", "/dev")
 def _read_problem(an: Analysis, cmd: _Cmd, arg: Arg | None, what: str = "") -> bool:
     """Record why opening arg for reading is not read-only; True when it is not."""
     text = None if arg is None else arg.text
-    if arg is not None and arg.pattern and text is not None:
-        text = re.sub(r"[*?\[{].*$", "x", text)  # /dev/wat* may be /dev/watchdog
-    problem = read_risk(text, an.cwd)
+    problem = pattern_read_risk(text, an.cwd) if arg is not None and arg.pattern else read_risk(text, an.cwd)
     if problem is None:
         return False
     an.add(problem[0], f"{cmd.prog}:{problem[1]}", f"`{cmd.prog}`{what} reads {problem[2]}")
@@ -707,7 +712,7 @@ def _tar_operands(an: Analysis, cmd: _Cmd, parsed: Parsed) -> bool:
             an.add(MUTATING, "tar:remote", f"`tar -f {text}` opens the archive on another host through rsh")
             return False
     return (_globs_ok(an, cmd) and _reads_ok(an, cmd, [a for a in archives if a.text != "-"])
-            and _reads_ok(an, cmd, parsed.values("-T", "-X")))
+            and _reads_ok(an, cmd, parsed.values("-T", "-X", "--owner-map", "--group-map")))  # read while parsing
 
 
 UNZIP = Spec(
@@ -718,7 +723,7 @@ UNZIP = Spec(
     "-P= -q -s -S -U -V -W -X -Y -2 -O= -I= -h -$ -: -^",
     effects={"timestamp": Effect(MUTATING, "sets the archive's modification time"),
              "exdir": Effect(MUTATING, "creates the extraction directory")},
-    help=(("-h",),),
+    help=(("-h",),), permute=False,  # after the archive only -d and -x are options; the rest name members
 )
 # zipinfo (`unzip -Z`): every option only chooses what the listing shows.
 ZIPINFO = Spec("zipinfo", "-Z -1 -2 -s -m -l -v -h -M -t -T -z -C -x -O= -I=", help=())
@@ -732,6 +737,20 @@ def _unzip(an: Analysis, cmd: _Cmd) -> None:
 
 
 def _unzip_operands(an: Analysis, cmd: _Cmd, parsed: Parsed) -> bool:
+    # Info-ZIP has no `--`: a `-` inside options negates what follows (`unzip -l -- -l A` cancels -l and
+    # extracts), and a word starting with `-` after the archive is a member to extract (`unzip A -l`).
+    negation = next((a.text for a in cmd.args if a.text == "--" or (a.text or "").startswith("-")
+                     and "-" in (a.text or "")[1:]), None)
+    late_words = parsed.operands[1:]
+    if any((a.text or "").startswith("-d") for a in late_words):
+        an.add(MUTATING, "unzip:-d", "`unzip -d` (after the archive too) creates the extraction directory")
+        return False
+    late = next((a.text for a in late_words if (a.text or "-").startswith("-") and not (a.text or "").startswith("-x")),
+                None)
+    if negation is not None or late is not None:
+        an.add(MUTATING, "mutating:unzip", f"`unzip` with `{negation or late}`: Info-ZIP reads it as a negated option "
+                                           f"or a member to extract, so it unpacks")
+        return False
     if not parsed.has("-Z", *_UNZIP_READING_MODES):
         an.add(MUTATING, "mutating:unzip", "`unzip` unpacks an archive, writing files")
         return False

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.safety.classifier.command import DESTRUCTIVE, MUTATING, Analysis, Arg, _Cmd
+from agent.safety.classifier.families.files import _tree_ok
 from agent.safety.classifier.options import Effect, Parsed, Spec
 from agent.safety.classifier.paths import UNTRUSTED_DIRS, normalize, read_risk
 from agent.safety.classifier.registry import _handles, judge_by_spec
@@ -382,6 +383,13 @@ def _git_subcommand(an: _Judging, cmd: _Cmd, sub: str, rest: list[Arg]) -> bool:
     sub_cmd = _sub_cmd(cmd, rest)
     label = f"git {sub}"
     files = _FILE_VALUES.get(sub, ())
+    # %G placeholders and %(signature) make git verify signatures, which runs gpg.program (and gpg
+    # writes ~/.gnupg); whichever option carries the format, abbreviated or not.
+    signed = next((a.text for a in rest if a.text and ("%G" in a.text or "%(signature" in a.text)), None)
+    if signed is not None:
+        an.add(MUTATING, "git:--show-signature", f"`{label}` with `{signed}` verifies signatures, which runs the gpg "
+                                                 f"program the configuration names")
+        return True
 
     def file_values(an_: Analysis, _cmd: _Cmd, parsed: Parsed) -> bool:
         return _reads_files(parsed.values(*files), an_, label)
@@ -399,6 +407,10 @@ def _git_subcommand(an: _Judging, cmd: _Cmd, sub: str, rest: list[Arg]) -> bool:
     elif sub == "grep":
         def grep_files(an_: Analysis, _cmd: _Cmd, parsed: Parsed) -> bool:
             operands = parsed.operands if parsed.has("-e", "-f") else parsed.operands[1:]
+            if parsed.has("--no-index"):  # then it reads every file under the paths, tracked or not
+                trees = [a for a in operands if a.text != "--"] or [Arg(".")]
+                if not all(_tree_ok(an_, _cmd, tree, "grep --no-index") for tree in trees):
+                    return False
             paths = [a for a in operands if a.text and a.text.startswith("/")]
             return _reads_files(parsed.values("-f") + paths, an_, label)
         judge_by_spec(an, sub_cmd, GREP, grep_files, label)

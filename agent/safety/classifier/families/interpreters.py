@@ -161,6 +161,11 @@ def _python(an: Analysis, cmd: _Cmd) -> None:
                     _python_module(an, cmd, value, rest)
                     return
                 if letter in "WX":
+                    # -W action:message:category:...: a category with a dot is imported at startup, before
+                    # any code runs (`-W ignore::venv.__main__.X` creates a venv).
+                    if letter == "W" and (value is None or value.text is None
+                                          or "." in (value.text.split(":") + ["", "", ""])[2]):
+                        probe_flags = False
                     index += 0 if attached else 1
                     break
             index += 1

@@ -58,7 +58,7 @@ DMIDECODE = Spec(
     "dmidecode",
     "-d|--dev-mem= -h|--help -q|--quiet -s|--string= -t|--type= -H|--handle= -u|--dump --dump-bin=!writes "
     "--from-dump= --no-sysfs --oem-string= -V|--version",
-    effects={"writes": Effect(MUTATING, "writes the firmware tables to a file")}, help=(),
+    effects={"writes": Effect(MUTATING, "writes the firmware tables to a file")},
 )
 IBSTAT = Spec("ibstat", "-d|--debug -l|--list_of_cas -s|--short -p|--port_list -V|--version -C|--Ca= -P|--Port= "
                         "-h|--help", help=())
@@ -66,7 +66,7 @@ IBV_DEVINFO = Spec("ibv_devinfo", "-d|--ib-dev= -i|--ib-port= -l|--list -v|--ver
 SENSORS = Spec(
     "sensors",
     "-c|--config-file= -h|--help -s|--set!set -A|--no-adapter -u -j --bus-list -f|--fahrenheit -v|--version",
-    effects={"set": Effect(MUTATING, "writes the limits of the configuration file to the chips")}, help=(),
+    effects={"set": Effect(MUTATING, "writes the limits of the configuration file to the chips")},
 )
 
 
@@ -76,6 +76,17 @@ def _file_values(an: Analysis, cmd: _Cmd, parsed: Parsed, *names: str) -> bool:
         if problem is not None:
             an.add(problem[0], f"{cmd.prog}:{problem[1]}", f"`{cmd.prog}` opens what it should not: {problem[2]}")
             return False
+    return True
+
+
+def _response_files(an: Analysis, cmd: _Cmd, parsed: Parsed) -> bool:
+    for operand in parsed.operands:
+        if (operand.text or "").startswith("@"):
+            problem = read_risk((operand.text or "")[1:], an.cwd)
+            if problem is not None:
+                an.add(problem[0], f"{cmd.prog}:{problem[1]}", f"`{cmd.prog} {operand.text}` reads its arguments from "
+                                                               f"that file: {problem[2]}")
+                return False
     return True
 
 
@@ -140,7 +151,8 @@ _HANDLERS["vmstat"] = specified(VMSTAT)
 _HANDLERS["pstree"] = specified(PSTREE)
 _HANDLERS["last"] = specified(LAST, lambda an, cmd, parsed: _file_values(an, cmd, parsed, "-f"))
 _HANDLERS["top"] = _top
-_HANDLERS["readelf"] = specified(READELF)
+# binutils read `@FILE` as more arguments: readelf opens FILE before anything else.
+_HANDLERS["readelf"] = specified(READELF, _response_files)
 _HANDLERS["systemd-analyze"] = _systemd_analyze
 _HANDLERS["dmidecode"] = _dmidecode
 _HANDLERS["ibstat"] = specified(IBSTAT)

@@ -262,6 +262,8 @@ def _curl_reads(parsed: Parsed) -> bool:
             return False  # stdout, or discarded (`-o /dev/null -w '%{http_code}'`): no file is written
         if name in ("--header", "--write-out") and (value.startswith("@") or "%output" in value):
             return False  # @FILE reads a file; %output{FILE} writes one
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            return False  # a CR/LF in a header ends it and can start a second request (a POST) to the server
     return _loopback_read(parsed.operands + parsed.values("--url"))
 
 

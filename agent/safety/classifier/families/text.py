@@ -90,7 +90,8 @@ def _file_operands(an: Analysis, cmd: _Cmd, parsed: Parsed) -> bool:
 # their full names only.
 RG = Spec(
     "rg",
-    "-e|--regexp= -f|--file= --pre=!exec --pre-glob= -z|--search-zip --no-search-zip "
+    "-e|--regexp= -f|--file= --pre=!exec --no-pre --pre-glob= -z|--search-zip --no-search-zip "
+    "--messages --no-messages --pcre2-unicode --no-pcre2-unicode --passthru|--passthrough "  # ripgrep 13 too
     "-s|--case-sensitive --crlf --no-crlf --dfa-size-limit= -E|--encoding= --no-encoding --engine= "
     "-F|--fixed-strings --no-fixed-strings -i|--ignore-case -v|--invert-match --no-invert-match "
     "-x|--line-regexp -m|--max-count= --mmap --no-mmap -U|--multiline --no-multiline --multiline-dotall "
@@ -115,7 +116,7 @@ RG = Spec(
     "--hostname-bin=!exec -NUM",
     style="exact",
     effects={"exec": Effect(MUTATING, "runs another program")},
-    help=(("--help",),),
+    help=(("--help",),), not_options="--print0",  # "find's --print0 flag", in the prose of -0
 )
 
 
