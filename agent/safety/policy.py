@@ -215,13 +215,17 @@ class SafetyPolicy:
                                "same call will pass")
             return verdict(Verdict.ALLOW, risk, "authorized", f"goal file authorizations[{index}] covers it",
                            backup_id=backup_id, approved_by=f"goal:authorizations[{index}]")
-        # The backup is worth mentioning only where a rule would cover the step once it exists.
+        # A shell command no rule covers stays refused with a backup, so the backup is not worth a word
+        # there; a tool step may be covered once a rule is added, and then it needs the backup too.
+        shell_command = action.risk is None and action.workload is None
         read_hint = ("; if you meant only to read, leave out what the reason names: commands that only read run "
-                     "without any rule" if action.risk is None and action.workload is None else "")
+                     "without any rule" if shell_command else "")
+        if shell_command and index is None:
+            no_backup = None
         return verdict(Verdict.DENY, risk, "not-authorized",
                        f"{what}, and no rule of the goal file's authorizations covers it"
                        + self._nearest(index, misses, tool, action)
-                       + (f"; also, {no_backup}" if no_backup and index is not None else "")
+                       + (f"; also, {no_backup}" if no_backup else "")
                        + read_hint
                        + ". A scripted run never asks: report what you would need instead")
 

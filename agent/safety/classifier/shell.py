@@ -124,9 +124,9 @@ def classify_workload(command: str) -> Risk:
 # Bounded cost: the analysis spends units of work (a parsed KiB, a visited node, a command judged)
 # and stops at a budget, refusing the command as too complex to judge instead of getting slow.
 # The budget is set so that the worst inputs stay well under 100 ms (benchmarks/classifier_cost.py);
-# the longest commands of real sessions spend under a tenth of it.
+# the longest commands of the corpora and recorded sessions spend under a sixth of it.
 _MAX_TEXT = 16 * 1024  # bytes of command text, before anything is parsed
-_MAX_WORK = 1200
+_MAX_WORK = 600
 
 
 class _TooComplex(Exception):
@@ -824,6 +824,7 @@ class _Analysis:
         # `echo $PATH`: echo's options only shape its output, so a plain variable in its arguments,
         # whatever its value, cannot make it write or run anything (subscripts, `${!x}` and
         # `${x:=y}` still count: they evaluate or assign).
+        self.spend(len(words))  # expanding and judging each word costs about a unit
         plain_echo = not dynamic and self.literal(name_node) == "echo"
         expanded = [self.expand(w, plain_variables=plain_echo and i > 0) for i, w in enumerate(words)]
         for args in _combine(expanded):

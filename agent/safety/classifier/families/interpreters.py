@@ -17,6 +17,7 @@ from agent.safety.classifier.families.wrappers import (
     _Wrapped,
     _xargs_opts,
 )
+from agent.safety.classifier.paths import UNTRUSTED_DIRS
 from agent.safety.classifier.registry import _HANDLERS, _checked, _handles, _handles_matching
 from agent.safety.classifier.tree import _excerpt, _first_descendant
 from tools.base import RiskClass
@@ -205,8 +206,11 @@ def _version_probe(an: Analysis, cmd: _Cmd, code: Arg | None) -> bool:
 
 def _python_module(an: Analysis, cmd: _Cmd, module_arg: Arg | None, rest: list[Arg]) -> None:
     module = module_arg.text if module_arg is not None else None
-    if an.changed_dir:
-        # `-m` looks in the working directory first: after a cd, `pip` is whatever lies there.
+    cwd = an.cwd
+    if an.changed_dir and (module == "pip" or cwd is None or (cwd + "/").startswith(UNTRUSTED_DIRS)):
+        # `-m` looks in the working directory first: after a cd, `pip` is whatever lies there. A project
+        # directory outside world-writable places is trusted for benchmark modules, as git trusts a
+        # repository there; pip never needs to run from one.
         an.add(MUTATING, "python:-m-after-cd", f"after `cd`, `{cmd.prog} -m {module or '...'}` runs whatever module "
                                                f"of that name lies in the new directory")
         return
