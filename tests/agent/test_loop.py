@@ -253,8 +253,7 @@ def test_without_a_safety_policy_anything_not_read_only_is_refused(tmp_path):
     assert d["verdict"] == "deny" and d["risk"] == "mutating"
     content = events(path, "tool_result")[0]["content"]
     assert "no rule of the goal file's authorizations covers it" in content
-    # no rule would cover it, so a backup would not help: the refusal does not send the model off to take one
-    assert "pip_freeze_backup" not in content
+    assert "there is no verified backup of h1 from this session: take one with pip_freeze_backup" in content
 
 
 def test_redaction_keeps_planted_secrets_out_of_the_transcript(tmp_path, monkeypatch):

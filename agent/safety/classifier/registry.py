@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from agent.safety.classifier.command import MUTATING, Analysis, _Cmd
+from agent.safety.classifier.command import MUTATING, Analysis, Arg, _Cmd
 from agent.safety.classifier.options import REMOTE, RUN_TIME_WORD, Parsed, Spec
 from agent.safety.classifier.paths import pattern_read_risk, read_risk
 from tools.base import RiskClass
@@ -124,6 +124,17 @@ def judge_by_spec(an: Analysis, cmd: _Cmd, spec: Spec, operands: OperandCheck | 
         return None
     an.allow(cmd, label, check_globs=not spec.read_only_options)
     return parsed
+
+
+def files_read_ok(an: Analysis, prog: str, files: list[Arg], shown: str | None = None) -> bool:
+    """Files a command opens for reading (its operands, an option's value): none whose reading has an
+    effect (/dev/watchdog, /proc/kmsg, a glob that may name them). Records why when one does."""
+    for arg in files:
+        problem = pattern_read_risk(arg.text, an.cwd) if arg.pattern else read_risk(arg.text, an.cwd)
+        if problem is not None:
+            an.add(problem[0], f"{prog}:{problem[1]}", f"`{shown or prog}` opens what it should not: {problem[2]}")
+            return False
+    return True
 
 
 def _pattern_read_risk(text: str | None, cwd: str | None):

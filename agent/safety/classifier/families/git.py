@@ -28,8 +28,8 @@ from typing import Any
 from agent.safety.classifier.command import DESTRUCTIVE, MUTATING, Analysis, Arg, _Cmd
 from agent.safety.classifier.families.files import _tree_ok
 from agent.safety.classifier.options import Effect, Parsed, Spec
-from agent.safety.classifier.paths import UNTRUSTED_DIRS, normalize, read_risk
-from agent.safety.classifier.registry import _handles, judge_by_spec
+from agent.safety.classifier.paths import UNTRUSTED_DIRS, normalize
+from agent.safety.classifier.registry import _handles, files_read_ok, judge_by_spec
 
 _GIT_COMMAND_KEYS = ("pager", "editor", "sshcommand", "fsmonitor", "askpass", "external", "command", "textconv",
                      "driver", "clean", "smudge", "process", "helper", "program", "difffilter", "packobjectshook",
@@ -362,12 +362,7 @@ def _sub_cmd(cmd: _Cmd, rest: list[Arg]) -> _Cmd:
 
 def _reads_files(values: list[Arg], an: Analysis, shown: str) -> bool:
     """Files git opens for reading (`-f FILE`, `--contents FILE`, paths of `--no-index`): no devices."""
-    for value in values:
-        problem = read_risk(value.text, an.cwd)
-        if problem is not None:
-            an.add(problem[0], f"git:{problem[1]}", f"`{shown}` reads {problem[2]}")
-            return False
-    return True
+    return files_read_ok(an, "git", values, shown)
 
 
 _SIMPLE = {"log": LOG, "show": SHOW, "rev-list": REV_LIST, "shortlog": SHORTLOG, "status": STATUS,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from agent.safety.classifier.command import MUTATING, Analysis, _Cmd
 from agent.safety.classifier.options import Effect, Parsed, Spec
 from agent.safety.classifier.paths import read_risk
-from agent.safety.classifier.registry import _HANDLERS, judge_by_spec, specified
+from agent.safety.classifier.registry import _HANDLERS, files_read_ok, judge_by_spec, specified
 
 _REMOTE = {
     # systemd's -H runs the query over SSH on another machine, -M inside a container: not this host
@@ -71,12 +71,7 @@ SENSORS = Spec(
 
 
 def _file_values(an: Analysis, cmd: _Cmd, parsed: Parsed, *names: str) -> bool:
-    for value in parsed.values(*names):
-        problem = read_risk(value.text, an.cwd)
-        if problem is not None:
-            an.add(problem[0], f"{cmd.prog}:{problem[1]}", f"`{cmd.prog}` opens what it should not: {problem[2]}")
-            return False
-    return True
+    return files_read_ok(an, cmd.prog, parsed.values(*names))
 
 
 def _response_files(an: Analysis, cmd: _Cmd, parsed: Parsed) -> bool:

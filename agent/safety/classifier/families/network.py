@@ -6,8 +6,7 @@ import re
 
 from agent.safety.classifier.command import DESTRUCTIVE, MUTATING, Analysis, Arg, _Cmd
 from agent.safety.classifier.options import Effect, Parsed, Spec, _getopt
-from agent.safety.classifier.paths import read_risk
-from agent.safety.classifier.registry import _HANDLERS, _handles, specified
+from agent.safety.classifier.registry import _HANDLERS, _handles, files_read_ok, specified
 
 # --------------------------------------------------------------------------- ss
 
@@ -28,12 +27,7 @@ SS = Spec(
 
 def _ss_operands(an: Analysis, cmd: _Cmd, parsed: Parsed) -> bool:
     """The operands are a filter expression (`state listening`, `sport = :30000`): nothing to open."""
-    for value in parsed.values("--filter"):
-        problem = read_risk(value.text, an.cwd)
-        if problem is not None:
-            an.add(problem[0], f"ss:{problem[1]}", f"`ss -F` reads {problem[2]}")
-            return False
-    return True
+    return files_read_ok(an, "ss", parsed.values("--filter"), "ss -F")
 
 
 # --------------------------------------------------------------------------- ip

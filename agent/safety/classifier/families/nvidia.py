@@ -6,8 +6,7 @@ import posixpath
 
 from agent.safety.classifier.command import DESTRUCTIVE, MUTATING, Analysis, Arg, _Cmd
 from agent.safety.classifier.options import Effect, Parsed, Spec
-from agent.safety.classifier.paths import read_risk
-from agent.safety.classifier.registry import _handles, _handles_matching
+from agent.safety.classifier.registry import _handles, _handles_matching, files_read_ok
 
 # -- runfiles
 
@@ -238,12 +237,7 @@ def _smi_judge(an: Analysis, cmd: _Cmd, spec: Spec, args: list[Arg], label: str,
 
 
 def _replay_input(an: Analysis, parsed: Parsed) -> bool:
-    for value in parsed.values("-f"):
-        problem = read_risk(value.text, an.cwd)
-        if problem is not None:
-            an.add(problem[0], f"nvidia-smi:{problem[1]}", f"`nvidia-smi replay -f` reads {problem[2]}")
-            return False
-    return True
+    return files_read_ok(an, "nvidia-smi", parsed.values("-f"), "nvidia-smi replay -f")
 
 
 @_handles("nvidia-smi")

@@ -8,8 +8,7 @@ import re
 
 from agent.safety.classifier.command import DESTRUCTIVE, MUTATING, Analysis, Arg, _Cmd
 from agent.safety.classifier.options import Effect, Parsed, Spec, _operands
-from agent.safety.classifier.paths import read_risk
-from agent.safety.classifier.registry import _HANDLERS, _handles, judge_by_spec
+from agent.safety.classifier.registry import _HANDLERS, _handles, files_read_ok, judge_by_spec
 
 _APT_READ = frozenset({"list", "show", "search", "policy", "depends", "rdepends", "madison", "showsrc", "showpkg",
                        "pkgnames", "stats", "unmet", "dump", "dumpavail"})
@@ -178,12 +177,7 @@ def _dpkg(an: Analysis, cmd: _Cmd) -> None:
             # -c/-I and the tarfile actions open the .deb they are given
             if not p.has("-c", "-I", "--ctrl-tarfile", "--fsys-tarfile", "-f"):
                 return True
-            for operand in p.operands[:1]:
-                problem = read_risk(operand.text, an_.cwd)
-                if problem is not None:
-                    an_.add(problem[0], f"dpkg:{problem[1]}", f"`dpkg` reads {problem[2]}")
-                    return False
-            return True
+            return files_read_ok(an_, "dpkg", p.operands[:1])
         judge_by_spec(an, cmd, DPKG, archives)
 
 
@@ -307,12 +301,7 @@ def _dpkg_deb(an: Analysis, cmd: _Cmd) -> None:
         if not parsed.has("-I", "-c", "-f", "-W", "--help", "--version"):
             an_.add(MUTATING, "dpkg-deb:mode", "`dpkg-deb` without -I, -c, -f or -W builds or unpacks a package")
             return False
-        for operand in parsed.operands[:1]:
-            problem = read_risk(operand.text, an_.cwd)
-            if problem is not None:
-                an_.add(problem[0], f"dpkg-deb:{problem[1]}", f"`dpkg-deb` opens what it should not: {problem[2]}")
-                return False
-        return True
+        return files_read_ok(an_, "dpkg-deb", parsed.operands[:1])
 
     judge_by_spec(an, cmd, DPKG_DEB, archives)
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from agent.safety.classifier.command import DESTRUCTIVE, MUTATING, Analysis, Arg, _Cmd
 from agent.safety.classifier.families.wrappers import _candidates, _run_wrapper, _Wrapped
 from agent.safety.classifier.options import Effect, Parsed, Spec, _getopt, _operands
-from agent.safety.classifier.paths import read_risk
-from agent.safety.classifier.registry import _handles, _handles_matching, judge_by_spec
+from agent.safety.classifier.registry import _handles, _handles_matching, files_read_ok, judge_by_spec
 
 # --------------------------------------------------------------------------- pip
 #
@@ -133,12 +132,8 @@ def _pip(an: Analysis, cmd: _Cmd, args: list[Arg], label: str) -> None:
         shown = f"{label} {sub} {verb}"
     files = parsed.operands if spec.files else []
     files += parsed.values("-r")
-    for operand in files:
-        problem = read_risk(operand.text, an.cwd)
-        if problem is not None:
-            an.add(problem[0], f"pip:{problem[1]}", f"`{shown}` reads {problem[2]}")
-            return
-    an.allow(cmd, shown, check_globs=True)
+    if files_read_ok(an, "pip", files, shown):
+        an.allow(cmd, shown, check_globs=True)
 
 
 # uv reads its options with clap: full names only, no abbreviation.

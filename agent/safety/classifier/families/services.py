@@ -7,8 +7,7 @@ from collections.abc import Callable
 
 from agent.safety.classifier.command import DESTRUCTIVE, MUTATING, Analysis, Arg, _Cmd
 from agent.safety.classifier.options import Effect, Parsed, Spec
-from agent.safety.classifier.paths import read_risk
-from agent.safety.classifier.registry import _handles, judge_by_spec
+from agent.safety.classifier.registry import _handles, files_read_ok, judge_by_spec
 
 # Options of systemd's tools that make them talk to another machine (over ssh) or to a container's
 # manager: what happens there is not what the classifier sees.
@@ -144,12 +143,7 @@ def _journalctl_args(args: list[Arg]) -> list[Arg]:
 def _journalctl_operands(an: Analysis, cmd: _Cmd, parsed: Parsed) -> bool:
     """Operands are matches (`_PID=1`, `/usr/bin/x`): nothing opened. -D, --file and --root name the
     journal files read."""
-    for value in parsed.values("--directory", "--file", "--root"):
-        problem = read_risk(value.text, an.cwd)
-        if problem is not None:
-            an.add(problem[0], f"journalctl:{problem[1]}", f"`journalctl` reads {problem[2]}")
-            return False
-    return True
+    return files_read_ok(an, "journalctl", parsed.values("--directory", "--file", "--root"))
 
 
 @_handles("journalctl")

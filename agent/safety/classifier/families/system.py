@@ -8,7 +8,15 @@ import re
 from agent.safety.classifier.command import DESTRUCTIVE, FORBIDDEN, MUTATING, Analysis, _Cmd
 from agent.safety.classifier.options import Effect, Parsed, Spec, _long_options, _short_options
 from agent.safety.classifier.paths import read_risk
-from agent.safety.classifier.registry import _HANDLERS, _checked, _handles, _simple, judge_by_spec, specified
+from agent.safety.classifier.registry import (
+    _HANDLERS,
+    _checked,
+    _handles,
+    _simple,
+    files_read_ok,
+    judge_by_spec,
+    specified,
+)
 from tools.base import RiskClass
 
 # Options that make a systemd tool talk to another machine (over ssh) or a container's manager:
@@ -18,12 +26,7 @@ _REMOTE = Effect(MUTATING, "operates on another host or container, beyond what t
 
 def _reads_file(an: Analysis, cmd: _Cmd, parsed: Parsed, *names: str) -> bool:
     """The values of options naming a file the program opens for reading: /dev/watchdog is not read-only."""
-    for value in parsed.values(*names):
-        problem = read_risk(value.text, an.cwd)
-        if problem is not None:
-            an.add(problem[0], f"{cmd.prog}:{problem[1]}", f"`{cmd.prog}` reads {problem[2]}")
-            return False
-    return True
+    return files_read_ok(an, cmd.prog, parsed.values(*names))
 
 
 # --------------------------------------------------------------------------- date
