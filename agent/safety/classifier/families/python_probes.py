@@ -229,7 +229,8 @@ class _Checker:
             self.expression(keyword.value)
         function = node.func
         if isinstance(function, ast.Name) and function.id not in self.names:
-            if function.id not in PURE_BUILTINS:
+            # `print = os.system; print("reboot")`: a builtin's name bound to anything else is not that builtin
+            if function.id not in PURE_BUILTINS or function.id in self.values:
                 raise _NotAProbe(f"it calls `{function.id}`, which is not a call a probe needs")
             if any(k.arg in _CALLBACK_KEYWORDS for k in node.keywords):
                 raise _NotAProbe(f"it hands `{function.id}` a function to call")
