@@ -15,11 +15,13 @@ import contextlib
 import hashlib
 import json
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from agent.batch import BatchRunner, CallResult, LiveToolRunner, PreparedCall, ToolRunner
 from agent.budget import Budget
+from agent.errors import interruption_reason
 from agent.model import Model, ModelError, ToolCall
 from agent.record.transcript import TranscriptWriter
 from agent.safety.policy import Decision, SafetyPolicy, Verdict
@@ -87,6 +89,9 @@ class Session:
         tool_base = dict(hosts=hosts, artifacts=self.artifacts, store=self.store, redact=transcript.redactor.text,
                          known_backup=gate.ledger.find)
         self.batches = BatchRunner(self.runner, tool_base, self.emit, self.budget.max_wall_s, self.started)
+        # Known as open before its first event is written: a signal that comes before the caller has
+        # entered closing() is still answered by a closed transcript (close_open_sessions).
+        _OPEN.add(self)
         # Everything replay needs to rebuild this session is in its first event.
         self.emit("session_start", **(start_info or {}), model=getattr(model, "name", "?"),
                   hosts=sorted(gate.scope), system_prompt=system_prompt, budget=self.budget.as_record(),
@@ -230,8 +235,8 @@ class Session:
         """
         try:
             yield self
-        except KeyboardInterrupt:
-            self.close("interrupted", "interrupted by the operator")
+        except KeyboardInterrupt as e:
+            self.close("interrupted", interruption_reason(e))
             raise
         except BaseException as e:
             self.close("crashed", f"{type(e).__name__}: {e}")
@@ -242,6 +247,7 @@ class Session:
         """Write the end event once, whatever happened; close the hosts."""
         if self._ended:
             return
+        _OPEN.discard(self)
         # Built first: a Ctrl-C from here on can no longer cost the transcript its end.
         end = dict(status=status, reason=reason, turns=self.turns, tokens=self.tokens, tool_calls=self.tool_calls,
                    calls=self.calls_made, refused=len(self.refused), skipped=self.skipped, malformed=self.malformed,
@@ -266,5 +272,15 @@ def run_session(session: Session, text: str) -> Outcome:
     try:
         with session.closing():
             return session.send(text)
-    except KeyboardInterrupt:
-        return Outcome("interrupted", "interrupted by the operator")
+    except KeyboardInterrupt as e:
+        return Outcome("interrupted", interruption_reason(e))
+
+
+# Sessions whose transcript has its first event but not its end yet.
+_OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
+
+
+def close_open_sessions(reason: str) -> None:
+    """End every session still open (an interrupt that came before or after a caller's closing())."""
+    for session in list(_OPEN):
+        session.close("interrupted", reason)

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from agent.errors import Signalled, interruption_reason
 from agent.goal import HostEntry
 from agent.host_specs import host_entry_from_flag
 from agent.loop import Outcome, Session
@@ -151,6 +152,8 @@ class TerminalApprover:
                 try:
                     with self.ctrl_c.during("asking"):
                         line = self.view.read_line("approve? [y/n" + ("/s" if mutating else "") + "] ")
+                except Signalled:
+                    raise  # SIGTERM or SIGHUP ends the chat; only Ctrl-C means "no"
                 except (EOFError, KeyboardInterrupt):
                     return ApprovalAnswer.NO
                 a = line.strip().lower()
@@ -213,9 +216,10 @@ class Chat:
                             break
                         continue
                     self.send(text)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as e:
                 self.view.info("")
-                self.session.ending = Outcome("interrupted", "the operator pressed Ctrl-C at the prompt")
+                self.session.ending = Outcome("interrupted", interruption_reason(e) if isinstance(e, Signalled)
+                                              else "the operator pressed Ctrl-C at the prompt")
             else:
                 self.session.ending = Outcome("done", "the operator left")
         self.view.info(f"transcript: {self.transcript or '(not written)'}")
@@ -229,6 +233,8 @@ class Chat:
         try:
             with self.ctrl_c.armed(), self.view.busy():
                 outcome = self.session.send(text)
+        except Signalled:
+            raise  # a termination signal ends the chat (the caller closes the session); Ctrl-C cancels the turn
         except KeyboardInterrupt:
             pass
         finally:
@@ -259,6 +265,8 @@ class Chat:
             return True
         try:
             handler(args)
+        except Signalled:
+            raise
         except KeyboardInterrupt:
             self.view.warn("cancelled")
         return True

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
-from agent.errors import SessionConfigError
+from agent.errors import SessionConfigError, Signalled, interruption_reason
 from app.exit_codes import EXIT_CODES_HELP, ExitCode
 
 
@@ -252,7 +253,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The first SIGTERM or SIGHUP stops the command the way Ctrl-C does (Signalled is a KeyboardInterrupt);
+# later ones are only counted, so that stopping the running commands and closing the transcript
+# is not cut short by the same signal sent again (a SIGKILL after a grace period still ends it).
+_SIGNALLED: list[int] = []
+
+
+def _on_termination(signum: int, _frame) -> None:
+    _SIGNALLED.append(signum)
+    if len(_SIGNALLED) == 1:
+        raise Signalled(signum)
+
+
+def _exit_code_after_signal(code: int) -> int:
+    if not _SIGNALLED:
+        return code
+    return ExitCode.TERMINATED if _SIGNALLED[0] == signal.SIGTERM else ExitCode.HANGUP
+
+
 def main(argv: list[str] | None = None) -> int:
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _on_termination)
+    try:
+        return _exit_code_after_signal(_main(argv))
+    except KeyboardInterrupt as e:
+        # Whatever it interrupted (even before a session's closing() or after it), every transcript
+        # opened in this process gets its end event. No session exists unless the loop was imported,
+        # and importing it now could re-run a module the interrupt cut short.
+        loop = sys.modules.get("agent.loop")
+        if loop is not None:
+            loop.close_open_sessions(interruption_reason(e))
+        return _exit_code_after_signal(ExitCode.INTERRUPTED)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     # `agent exec HOST [options] -- CMD...`: everything after the first `--` is the command, taken
@@ -271,8 +305,6 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except SessionConfigError as e:  # configuration that cannot work: one line, exit 2
         return _fail(str(e))
-    except KeyboardInterrupt:
-        return ExitCode.INTERRUPTED
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return ExitCode.OK

@@ -11,13 +11,16 @@ class ExitCode(enum.IntEnum):
     USAGE = 2  # usage or configuration error
     REFUSED = 3  # a needed step was refused by the safety layer
     BUDGET = 4  # budget exhausted
+    HANGUP = 129  # SIGHUP: the terminal or the SSH session went away
     INTERRUPTED = 130  # Ctrl-C
+    TERMINATED = 143  # SIGTERM: timeout, systemd or a cancelled CI job stopped it
 
 
 # What each code means, in the words the end of a run prints.
 MEANINGS = {ExitCode.OK: "goal met", ExitCode.FAILED: "goal not met or a step failed",
             ExitCode.USAGE: "usage or configuration error", ExitCode.REFUSED: "a needed step was refused by the safety layer",
-            ExitCode.BUDGET: "budget exhausted", ExitCode.INTERRUPTED: "interrupted"}
+            ExitCode.BUDGET: "budget exhausted", ExitCode.INTERRUPTED: "interrupted",
+            ExitCode.HANGUP: "stopped by SIGHUP", ExitCode.TERMINATED: "stopped by SIGTERM"}
 
 EXIT_CODES_HELP = """exit codes:
   0    goal met (run), identical (replay), no problems (show --verify)
@@ -25,5 +28,8 @@ EXIT_CODES_HELP = """exit codes:
   2    usage or configuration error (bad goal file, no model endpoint, unknown host)
   3    a needed step was refused by the safety layer
   4    budget exhausted (turns, tokens or minutes)
+  129  stopped by SIGHUP (the terminal or SSH session went away)
   130  interrupted (Ctrl-C)
+  143  stopped by SIGTERM (timeout, systemd, a cancelled CI job)
+  After a signal, running commands are stopped on their hosts and the transcript is closed, naming it.
 """

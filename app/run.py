@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from agent.checks import capture_final_state, run_checks
-from agent.errors import SessionConfigError
+from agent.errors import SessionConfigError, interruption_reason
 from agent.goal import Goal, GoalError, load_goal
 from agent.loop import Outcome, Session
 from agent.record.transcript import new_transcript_path
@@ -63,15 +63,15 @@ def execute_goal(goal: Goal, session: Session) -> int:
     with session.closing():
         try:
             outcome = session.send(goal_message(goal))
-        except KeyboardInterrupt:
-            outcome = Outcome("interrupted", "interrupted by the operator")
+        except KeyboardInterrupt as e:
+            outcome = Outcome("interrupted", interruption_reason(e))
         checks_ok: bool | None = None
         try:
             if outcome.status != "interrupted" and not session.gate.plan:
                 capture_final_state(session)
                 checks_ok = run_checks(goal, session) if goal.success else None
-        except KeyboardInterrupt:
-            outcome = Outcome("interrupted", "interrupted by the operator during the final checks")
+        except KeyboardInterrupt as e:
+            outcome = Outcome("interrupted", f"{interruption_reason(e)} during the final checks")
         code = exit_code_for(outcome, session, checks_ok)
         reason = {ExitCode.OK: "goal met" if not session.gate.plan else "dry run complete",
                   ExitCode.REFUSED: "a needed step was refused", ExitCode.BUDGET: outcome.reason,

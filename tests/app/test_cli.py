@@ -23,7 +23,7 @@ def agent(*args: str, input: str | None = None, env: dict | None = None, timeout
 def test_help_teaches_the_commands_and_exit_codes():
     r = agent("--help")
     assert r.returncode == 0
-    for word in ("run", "chat", "replay", "show", "tools", "classify", "exec", "demo", "exit codes", "130"):
+    for word in ("run", "chat", "replay", "show", "tools", "classify", "exec", "demo", "exit codes", "130", "143 "):
         assert word in r.stdout
     r = agent("run", "--help")
     assert "--plan" in r.stdout and "3    a needed step was refused" in r.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from typing import Callable
 
 from agent.safety.classifier.command import MUTATING, Analysis, Arg, _Cmd
@@ -14,14 +15,28 @@ from tools.base import RiskClass
 
 _Handler = Callable[[Analysis, _Cmd], None]
 class _Handlers(dict):
-    """Program name -> handler. A name is registered once: which family judges a program must not
-    depend on the order the families happen to be imported in."""
+    """Program name -> handler. A name is registered by one family only: which family judges a
+    program must not depend on the order the families happen to be imported in. (The same family
+    registering it again is a module imported a second time, after an interrupt cut the first short.)"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.families: dict[str, str] = {}
 
     def __setitem__(self, name: str, handler: _Handler) -> None:
-        if name in self and self[name] is not handler:
-            raise ValueError(f"two handlers for `{name}`: {self[name].__module__}.{self[name].__qualname__} and "
-                             f"{handler.__module__}.{handler.__qualname__}")
+        family = _registering_module()
+        if name in self and self.families[name] != family:
+            raise ValueError(f"two families register `{name}`: {self.families[name]} and {family}")
+        self.families[name] = family
         super().__setitem__(name, handler)
+
+
+def _registering_module() -> str:
+    """The module that registers a handler: the first caller outside this one."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    return frame.f_globals.get("__name__", "?") if frame is not None else "?"
 
 
 _HANDLERS: dict[str, _Handler] = _Handlers()

@@ -44,3 +44,13 @@ def test_every_family_has_a_corpus():
 def test_corpus_line(where, command, cls, rule):
     risk = classify(command)
     assert (risk.cls, risk.rule) == (cls, rule), f"{where}: {command!r} -> {risk.cls.value} {risk.rule}: {risk.reason}"
+
+
+def test_a_program_is_judged_by_one_family_only():
+    """Which family judges a program never depends on import order: a second family is refused."""
+    from agent.safety.classifier.registry import _HANDLERS
+
+    with pytest.raises(ValueError, match="two families register `ls`"):
+        _HANDLERS["ls"] = lambda an, cmd: None
+    assert _HANDLERS.families["ls"] == "agent.safety.classifier.families.files"
+    assert all(family.startswith("agent.safety.classifier.families.") for family in _HANDLERS.families.values())
