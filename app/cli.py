@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 from agent.errors import SessionConfigError, Signalled, interruption_reason
@@ -259,10 +260,27 @@ def build_parser() -> argparse.ArgumentParser:
 _SIGNALLED: list[int] = []
 
 
-def _on_termination(signum: int, _frame) -> None:
+def _on_termination(signum: int, frame) -> None:
+    if _SIGNALLED:
+        _SIGNALLED.append(signum)
+        return
+    if _importing(frame):
+        # An exception raised inside an import can leave an extension module half-initialised
+        # (pydantic_core panics instead of stopping): the same signal again once the import is over.
+        again = threading.Timer(0.02, os.kill, (os.getpid(), signum))
+        again.daemon = True
+        again.start()
+        return
     _SIGNALLED.append(signum)
-    if len(_SIGNALLED) == 1:
-        raise Signalled(signum)
+    raise Signalled(signum)
+
+
+def _importing(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _exit_code_after_signal(code: int) -> int:
