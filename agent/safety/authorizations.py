@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tools import default_tools
 from tools.base import Action, Risk, RiskClass
 
 COMMAND_PREFIX_GONE = ("command_prefix is no longer accepted: it let any words follow the prefix (a second index, "
@@ -65,9 +66,16 @@ class Authorization(BaseModel):
         if self.command is not None:
             return f"on {where}: exactly the command `{self.command}`"
         named = ", ".join(f"{k} {_allowed_text(v)}" for k, v in self.args.items())
-        return (f"on {where}: {self.tool}" + (f" with {named}" if named else "") +
-                "; leave out every other argument (or give its default value); a checksum, a timeout or a label is "
-                "yours to give" + ("; destructive steps too" if self.destructive else ""))
+        tool = _tool(self.tool)
+        # Said from the tool's own arguments: which of the pinned ones the rule leaves at their defaults,
+        # and which the caller chooses freely (every argument is in the schema, so "leave out" means null).
+        unnamed = [a for a in getattr(tool, "pinned", ()) if a not in self.args]
+        free = [a for a in getattr(getattr(tool, "Args", None), "model_fields", {})
+                if a != "host" and a not in getattr(tool, "pinned", ())]
+        return (f"on {where}: {self.tool}" + (f" with {named}" if named else "")
+                + (f"; {', '.join(unnamed)} at their defaults (null, or the default value)" if unnamed else "")
+                + (f"; {', '.join(free)} yours to give" if free else "")
+                + ("; destructive steps too" if self.destructive else ""))
 
     def check(self, tool: str, action: Action, risk: Risk) -> list[str] | None:
         """None when the rule is of another kind or host (it says nothing about the call); else the ways
@@ -132,3 +140,9 @@ def closest(authorizations: list[Authorization], tool: str, action: Action,
         if best[1] is None or len(misses) < len(best[1]):
             best = (i, misses)
     return best
+
+
+def _tool(name: str | None):
+    """The project's tool of that name (its pinned arguments and schema), or None."""
+    found = default_tools([name]) if name else []
+    return found[0] if found else None
