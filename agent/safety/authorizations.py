@@ -20,6 +20,7 @@ the fields that differ, and what would pass.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 from typing import Any
 
@@ -66,12 +67,10 @@ class Authorization(BaseModel):
         if self.command is not None:
             return f"on {where}: exactly the command `{self.command}`"
         named = ", ".join(f"{k} {_allowed_text(v)}" for k, v in self.args.items())
-        tool = _tool(self.tool)
         # Said from the tool's own arguments: which of the pinned ones the rule leaves at their defaults,
         # and which the caller chooses freely (every argument is in the schema, so "leave out" means null).
-        unnamed = [a for a in getattr(tool, "pinned", ()) if a not in self.args]
-        free = [a for a in getattr(getattr(tool, "Args", None), "model_fields", {})
-                if a != "host" and a not in getattr(tool, "pinned", ())]
+        pinned, free = _arguments(self.tool)
+        unnamed = [a for a in pinned if a not in self.args]
         return (f"on {where}: {self.tool}" + (f" with {named}" if named else "")
                 + (f"; {', '.join(unnamed)} at their defaults (null, or the default value)" if unnamed else "")
                 + (f"; {', '.join(free)} yours to give" if free else "")
@@ -142,7 +141,11 @@ def closest(authorizations: list[Authorization], tool: str, action: Action,
     return best
 
 
-def _tool(name: str | None):
-    """The project's tool of that name (its pinned arguments and schema), or None."""
+@functools.lru_cache(maxsize=None)
+def _arguments(name: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A tool's pinned arguments and the others it takes (host aside); empty for an unknown tool."""
     found = default_tools([name]) if name else []
-    return found[0] if found else None
+    if not found:
+        return (), ()
+    pinned = tuple(found[0].pinned)
+    return pinned, tuple(a for a in found[0].Args.model_fields if a != "host" and a not in pinned)

@@ -184,6 +184,11 @@ class Effect:
     what: str  # "sets the system clock": the reason reads "`date --set` sets the system clock"
 
 
+# systemd's -H runs the tool over SSH on another machine, -M inside a container's manager: what it does
+# there is not what the classifier sees. Name it under REMOTE in a spec's effects.
+REMOTE_HOST = Effect(RiskClass.MUTATING, "operates on another host or container, beyond what the classifier can see")
+
+
 @dataclass(frozen=True)
 class Used:
     """One option as the program will read it."""

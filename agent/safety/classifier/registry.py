@@ -127,12 +127,8 @@ def judge_by_spec(an: Analysis, cmd: _Cmd, spec: Spec, operands: OperandCheck | 
         an.add(effect.cls, f"{cmd.prog}:{used.option.shown}", f"`{shown} {used.written}`{meaning} {effect.what}",
                reaches=reaches if used.option.effect == REMOTE else None)
         return None
-    if spec.files:
-        for operand in parsed.operands:
-            problem = read_risk(operand.text, an.cwd) if not operand.pattern else _pattern_read_risk(operand.text, an.cwd)
-            if problem is not None:
-                an.add(problem[0], f"{cmd.prog}:{problem[1]}", f"`{shown}` opens what it should not: {problem[2]}")
-                return None
+    if spec.files and not files_read_ok(an, cmd.prog, parsed.operands, shown):
+        return None
     if operands is not None and not operands(an, cmd, parsed):
         # the check said why, as a rule of its own; this one only makes sure something is said
         an.add(MUTATING, f"{cmd.prog}:operands", f"`{shown}` with these operands is not read-only", structural=True)
@@ -150,11 +146,6 @@ def files_read_ok(an: Analysis, prog: str, files: list[Arg], shown: str | None =
             an.add(problem[0], f"{prog}:{problem[1]}", f"`{shown or prog}` opens what it should not: {problem[2]}")
             return False
     return True
-
-
-def _pattern_read_risk(text: str | None, cwd: str | None):
-    """A glob may match anything in its directory: /dev/wat* is /dev/watchdog, `cat /proc/k*` reads kmsg."""
-    return pattern_read_risk(text, cwd)
 
 
 def specified(spec: Spec, operands: OperandCheck | None = None, label: str | None = None) -> _Handler:

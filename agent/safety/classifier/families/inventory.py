@@ -6,14 +6,11 @@ systemd-analyze, dmidecode, InfiniBand and sensor tools), and the version forms 
 from __future__ import annotations
 
 from agent.safety.classifier.command import MUTATING, Analysis, _Cmd
-from agent.safety.classifier.options import Effect, Parsed, Spec
+from agent.safety.classifier.options import REMOTE, REMOTE_HOST, Effect, Parsed, Spec
 from agent.safety.classifier.paths import read_risk
 from agent.safety.classifier.registry import _HANDLERS, files_read_ok, judge_by_spec, specified
 
-_REMOTE = {
-    # systemd's -H runs the query over SSH on another machine, -M inside a container: not this host
-    "remote": Effect(MUTATING, "runs on another host or container, outside the session"),
-}
+_REMOTE = {REMOTE: REMOTE_HOST}
 
 VMSTAT = Spec("vmstat", "-a|--active -f|--forks -m|--slabs -n|--one-header -s|--stats -d|--disk -D|--disk-sum "
                         "-p|--partition= -S|--unit= -w|--wide -t|--timestamp -y|--no-first -h|--help -V|--version")

@@ -6,12 +6,10 @@ import re
 from collections.abc import Callable
 
 from agent.safety.classifier.command import DESTRUCTIVE, MUTATING, Analysis, Arg, _Cmd
-from agent.safety.classifier.options import Effect, Parsed, Spec
+from agent.safety.classifier.options import REMOTE_HOST, Effect, Parsed, Spec
 from agent.safety.classifier.registry import _handles, files_read_ok, judge_by_spec
 
-# Options of systemd's tools that make them talk to another machine (over ssh) or to a container's
-# manager: what happens there is not what the classifier sees.
-_REMOTE = Effect(MUTATING, "operates on another host or container, beyond what the classifier can see")
+_REMOTE = REMOTE_HOST  # systemd -H / -M
 # --image=IMAGE attaches the image to a loop device and mounts it (a dirty journal replays even
 # when mounted read-only).
 _IMAGE = Effect(MUTATING, "attaches and mounts a disk image")

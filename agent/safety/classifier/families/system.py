@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from agent.safety.classifier.command import DESTRUCTIVE, FORBIDDEN, MUTATING, Analysis, _Cmd
-from agent.safety.classifier.options import Effect, Parsed, Spec, _long_options, _short_options
+from agent.safety.classifier.options import REMOTE_HOST, Effect, Parsed, Spec, _long_options, _short_options
 from agent.safety.classifier.paths import read_risk
 from agent.safety.classifier.registry import (
     _HANDLERS,
@@ -19,9 +19,7 @@ from agent.safety.classifier.registry import (
 )
 from tools.base import RiskClass
 
-# Options that make a systemd tool talk to another machine (over ssh) or a container's manager:
-# what they do there is not what the classifier sees here.
-_REMOTE = Effect(MUTATING, "operates on another host or container, beyond what the classifier can see")
+_REMOTE = REMOTE_HOST  # systemd -H / -M
 
 
 def _reads_file(an: Analysis, cmd: _Cmd, parsed: Parsed, *names: str) -> bool:
