@@ -7,6 +7,11 @@ class SessionConfigError(Exception):
     """Configuration that cannot work: a one-line message; the command exits 2."""
 
 
+class RecordWriteError(Exception):
+    """The transcript (or an artifact beside it) could not be written: a one-line message that says
+    what to do; the command exits 6 and runs nothing more, since a step it cannot record must not run."""
+
+
 class Signalled(KeyboardInterrupt):
     """A termination signal (SIGTERM, SIGHUP) taken the way Ctrl-C is: the running commands are
     stopped on their hosts and the transcript is closed, naming the signal."""

@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from agent.errors import SessionConfigError, Signalled, interruption_reason
+from agent.errors import RecordWriteError, SessionConfigError, Signalled, interruption_reason
 from app.exit_codes import EXIT_CODES_HELP, ExitCode
 
 
@@ -323,6 +323,8 @@ def _main(argv: list[str] | None) -> int:
         return args.func(args)
     except SessionConfigError as e:  # configuration that cannot work: one line, exit 2
         return _fail(str(e))
+    except RecordWriteError as e:  # the record cannot be kept: one line, exit 6
+        return _fail(str(e), ExitCode.RECORD)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return ExitCode.OK

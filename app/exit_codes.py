@@ -11,6 +11,8 @@ class ExitCode(enum.IntEnum):
     USAGE = 2  # usage or configuration error
     REFUSED = 3  # a needed step was refused by the safety layer
     BUDGET = 4  # budget exhausted
+    MODEL = 5  # the model server failed or stopped answering
+    RECORD = 6  # the transcript could not be written (disk full, not writable)
     HANGUP = 129  # SIGHUP: the terminal or the SSH session went away
     INTERRUPTED = 130  # Ctrl-C
     TERMINATED = 143  # SIGTERM: timeout, systemd or a cancelled CI job stopped it
@@ -19,7 +21,9 @@ class ExitCode(enum.IntEnum):
 # What each code means, in the words the end of a run prints.
 MEANINGS = {ExitCode.OK: "goal met", ExitCode.FAILED: "goal not met or a step failed",
             ExitCode.USAGE: "usage or configuration error", ExitCode.REFUSED: "a needed step was refused by the safety layer",
-            ExitCode.BUDGET: "budget exhausted", ExitCode.INTERRUPTED: "interrupted",
+            ExitCode.BUDGET: "budget exhausted",
+            ExitCode.MODEL: "the model server failed or stopped answering",
+            ExitCode.RECORD: "the transcript could not be written", ExitCode.INTERRUPTED: "interrupted",
             ExitCode.HANGUP: "stopped by SIGHUP", ExitCode.TERMINATED: "stopped by SIGTERM"}
 
 EXIT_CODES_HELP = """exit codes:
@@ -28,6 +32,8 @@ EXIT_CODES_HELP = """exit codes:
   2    usage or configuration error (bad goal file, no model endpoint, unknown host)
   3    a needed step was refused by the safety layer
   4    budget exhausted (turns, tokens or minutes)
+  5    the model server failed or stopped answering (its error is in the transcript)
+  6    the transcript could not be written (disk full, not writable): nothing more was run
   129  stopped by SIGHUP (the terminal or SSH session went away)
   130  interrupted (Ctrl-C)
   143  stopped by SIGTERM (timeout, systemd, a cancelled CI job)
