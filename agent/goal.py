@@ -186,12 +186,23 @@ def _list_arg(field: Any) -> bool:
     return "list" in str(field.annotation)
 
 
+# A goal file is a page of YAML; the largest shipped is under 3 kB. The limits keep a wrong file
+# (a log, a dataset) or an alias bomb from hanging the command before it says anything: the YAML
+# parser takes about 1 s per 250 kB, and aliases can expand a few lines into billions of values.
+MAX_GOAL_BYTES = 64 * 1024
+MAX_GOAL_VALUES = 20_000
+
+
 def load_goal(path: Path) -> Goal:
     """Parse and validate a goal file, with errors that name file, line and key."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError
 
     try:
+        size = path.stat().st_size
+        if size > MAX_GOAL_BYTES:
+            raise GoalError(f"{path}: {size:,} bytes is too large for a goal file (the limit is "
+                            f"{MAX_GOAL_BYTES // 1024} KiB): is it the right file?")
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise GoalError(f"{path}: cannot read the goal file: {e.strerror}") from None
@@ -208,7 +219,12 @@ def load_goal(path: Path) -> Goal:
     if not isinstance(data, dict):
         raise GoalError(f"{path}:1: a goal file is a mapping with at least `goal:` and `hosts:`")
     try:
-        return Goal.model_validate(_plain(data))
+        plain = _plain(data, [MAX_GOAL_VALUES])
+    except _TooManyValues:
+        raise GoalError(f"{path}: the file expands to more than {MAX_GOAL_VALUES:,} values (YAML aliases `*name` "
+                        "that repeat anchors): write the values out, or use fewer aliases") from None
+    try:
+        return Goal.model_validate(plain)
     except ValidationError as e:
         problems = []
         for err in e.errors():
@@ -228,11 +244,20 @@ def load_goal(path: Path) -> Goal:
         raise GoalError("\n".join(problems)) from None
 
 
-def _plain(node: Any) -> Any:
+class _TooManyValues(Exception):
+    pass
+
+
+def _plain(node: Any, left: list[int], depth: int = 0) -> Any:
+    """The YAML as plain dicts and lists, aliases expanded, within a budget of values (and of depth:
+    an alias to its own ancestor is a loop)."""
+    left[0] -= 1
+    if left[0] < 0 or depth > 100:
+        raise _TooManyValues
     if isinstance(node, dict):
-        return {str(k): _plain(v) for k, v in node.items()}
+        return {str(k): _plain(v, left, depth + 1) for k, v in node.items()}
     if isinstance(node, list):
-        return [_plain(v) for v in node]
+        return [_plain(v, left, depth + 1) for v in node]
     return node
 
 
