@@ -197,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plan", action="store_true", help="dry run: read-only steps run, the rest is reported as 'would run'")
     p.add_argument("--json", action="store_true", help="print one JSON event per line instead of progress")
     p.add_argument("--transcript", help="where to write the transcript (default: a new file in the data dir)")
+    p.add_argument("--trust-host-key", action="append", default=[], metavar="FINGERPRINT",
+                   help="trust an unknown SSH host key with this SHA256:... fingerprint (check it with the host's "
+                        "owner first; or write trust_host_key: under the host in the goal file); repeatable")
     _add_model_flags(p)
     p.set_defaults(func=cmd_run)
 

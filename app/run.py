@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent.checks import capture_final_state, run_checks
 from agent.errors import SessionConfigError, interruption_reason
 from agent.goal import Goal, GoalError, load_goal
 from agent.loop import Outcome, Session
+from agent.preflight import Unreached, reach_hosts
 from agent.record.transcript import new_transcript_path
 from agent.report import write_report
 from agent.session_builder import build_session, goal_budget, goal_message, make_model
@@ -17,18 +19,54 @@ from app.exit_codes import ExitCode
 from app.ui import JsonLines, make_view
 
 
-def exit_code_for(outcome: Outcome, session: Session, checks_ok: bool | None) -> ExitCode:
+@dataclass
+class Verdict:
+    code: ExitCode
+    verdict: str  # met | not met | unverified | dry run | not started
+    reason: str
+
+
+def judge(outcome: Outcome, session: Session, checks_ok: bool | None) -> Verdict:
+    """What happened, in an exit code and a verdict: success only where the record shows it.
+
+    Checks that pass prove the goal whatever failed on the way. Without checks nothing proves it:
+    a run whose steps failed, in which nothing ran, or in which a step was refused is not a success,
+    and one whose steps all ran is done but unverified.
+    """
     if outcome.status == "interrupted":
-        return ExitCode.INTERRUPTED
+        return Verdict(ExitCode.INTERRUPTED, "not met", outcome.reason)
     if outcome.status == "budget":
-        return ExitCode.BUDGET
-    if outcome.status == "model_error" and session.turns <= 1:
-        return ExitCode.USAGE  # the endpoint never answered: a configuration problem
-    if outcome.status == "done" and (checks_ok is True or (checks_ok is None and not session.refused)):
-        return ExitCode.OK
-    if session.refused and checks_ok is not True:
-        return ExitCode.REFUSED  # with no checks to say otherwise, a refused step may have been needed
-    return ExitCode.FAILED
+        return Verdict(ExitCode.BUDGET, "not met", outcome.reason)
+    if outcome.status == "model_error":
+        return Verdict(ExitCode.MODEL, "not met", f"the model server failed: {outcome.reason}")
+    if session.gate.plan:
+        ok = outcome.status == "done"
+        return Verdict(ExitCode.OK if ok else ExitCode.FAILED, "dry run",
+                       "dry run complete: nothing was changed" if ok else outcome.reason)
+    failed = session.failed_calls
+    if checks_ok is True:
+        also = f" ({failed} step{'s' * (failed != 1)} failed on the way)" if failed else ""
+        return Verdict(ExitCode.OK, "met", f"the success checks passed{also}")
+    if checks_ok is False:
+        code = ExitCode.REFUSED if session.refused else ExitCode.FAILED
+        return Verdict(code, "not met", "success checks failed" + (" after a needed step was refused"
+                                                                   if session.refused else ""))
+    if outcome.status != "done":
+        return Verdict(ExitCode.FAILED, "not met", outcome.reason or outcome.status)
+    if failed:
+        return Verdict(ExitCode.FAILED, "not met", f"{failed} step{'s' * (failed != 1)} failed, and the goal file has "
+                       "no success checks that could prove the goal anyway")
+    if session.refused:
+        return Verdict(ExitCode.REFUSED, "not met", "a step was refused, and no success check says it was not needed")
+    if session.tool_calls == 0:
+        return Verdict(ExitCode.FAILED, "not met", "nothing ran: the model answered without calling a tool, and the "
+                       "goal file has no success checks")
+    return Verdict(ExitCode.OK, "unverified", f"{session.tool_calls} step{'s' * (session.tool_calls != 1)} ran and "
+                   "none failed, but the goal file has no success checks: nothing proved the goal")
+
+
+def exit_code_for(outcome: Outcome, session: Session, checks_ok: bool | None) -> ExitCode:
+    return judge(outcome, session, checks_ok).code
 
 
 def run_goal(args) -> int:
@@ -36,6 +74,7 @@ def run_goal(args) -> int:
         goal = load_goal(Path(args.goal))
     except GoalError as e:
         raise SessionConfigError(str(e)) from None
+    trust_flagged_keys(goal, args.trust_host_key)
     model = make_model(args.model or goal.model, args.base_url or goal.base_url, args.model_timeout)
     path = Path(args.transcript) if args.transcript else new_transcript_path("run")
     view = JsonLines() if args.json else make_view()
@@ -43,11 +82,21 @@ def run_goal(args) -> int:
                           plan=args.plan, budget=goal_budget(goal), transcript=path, listeners=[view],
                           start_info={"goal": goal.goal, "goal_file": str(args.goal), "command": "run"})
     with busy(view):
-        code = execute_goal(goal, built.session)
+        code, unreached = execute_goal(goal, built.session)
     report = write_report(path)
+    for problem in unreached:
+        print(f"agent: {problem.problem}", file=sys.stderr)
     if not args.json:
         print(f"transcript: {path}\nreport:     {report}", file=sys.stderr)
     return code
+
+
+def trust_flagged_keys(goal: Goal, fingerprints: list[str]) -> None:
+    """`--trust-host-key FP` trusts FP for every SSH host of the goal: a fingerprint names one key, so
+    it can only ever match the host that has that key."""
+    for entry in goal.hosts:
+        if entry.transport == "ssh" and fingerprints:
+            entry.trust_host_key = ",".join(filter(None, [entry.trust_host_key, *fingerprints]))
 
 
 def busy(view):
@@ -55,14 +104,24 @@ def busy(view):
     return view.busy() if hasattr(view, "busy") else contextlib.nullcontext()
 
 
-def execute_goal(goal: Goal, session: Session) -> int:
-    """Run the goal to its end, verify it, record the result, close the session; the exit code.
+def execute_goal(goal: Goal, session: Session) -> tuple[int, list[Unreached]]:
+    """Reach the hosts, run the goal to its end, verify it, record the result, close the session;
+    the exit code and the hosts that could not be reached.
 
     The transcript is closed with its end event whatever happens on the way, checks included.
     """
     with session.closing():
         try:
-            outcome = session.send(goal_message(goal))
+            unreached = reach_hosts(session.hosts, goal.host_names())
+        except KeyboardInterrupt as e:
+            unreached, outcome = [], Outcome("interrupted", interruption_reason(e))
+        else:
+            if unreached:
+                return preflight_failed(session, unreached), unreached
+            outcome = None
+        try:
+            if outcome is None:
+                outcome = session.send(goal_message(goal))
         except KeyboardInterrupt as e:
             outcome = Outcome("interrupted", interruption_reason(e))
         checks_ok: bool | None = None
@@ -72,12 +131,20 @@ def execute_goal(goal: Goal, session: Session) -> int:
                 checks_ok = run_checks(goal, session) if goal.success else None
         except KeyboardInterrupt as e:
             outcome = Outcome("interrupted", f"{interruption_reason(e)} during the final checks")
-        code = exit_code_for(outcome, session, checks_ok)
-        reason = {ExitCode.OK: "goal met" if not session.gate.plan else "dry run complete",
-                  ExitCode.REFUSED: "a needed step was refused", ExitCode.BUDGET: outcome.reason,
-                  ExitCode.INTERRUPTED: outcome.reason}.get(code, outcome.reason if outcome.status != "done"
-                                                            else "success checks failed")
-        session.emit("goal_result", met=code is ExitCode.OK and not session.gate.plan, exit_code=int(code),
-                     reason=reason, checks_ok=checks_ok)
+        verdict = judge(outcome, session, checks_ok)
+        session.emit("goal_result", met=verdict.verdict == "met", verdict=verdict.verdict,
+                     exit_code=int(verdict.code), reason=verdict.reason, checks_ok=checks_ok)
         session.ending = outcome
-    return code
+    return verdict.code, []
+
+
+def preflight_failed(session: Session, unreached: list[Unreached]) -> ExitCode:
+    """End a run whose hosts could not all be reached, before its first model turn: exit 2."""
+    for problem in unreached:
+        session.emit("preflight", host=problem.host, ok=False, problem=problem.problem)
+    names = ", ".join(p.host for p in unreached)
+    reason = f"not started: {names} could not be reached before the first model turn"
+    session.emit("goal_result", met=False, verdict="not started", exit_code=int(ExitCode.USAGE), reason=reason,
+                 checks_ok=None)
+    session.ending = Outcome("preflight", reason)
+    return ExitCode.USAGE

@@ -130,9 +130,19 @@ def check_env_names(env: dict[str, str]) -> None:
             raise HostError(f"environment variable name {name!r} is not valid: use letters, digits and _")
 
 
+# Linux takes at most 128 KiB in one argument (MAX_ARG_STRLEN), and a command goes to bash as one,
+# wrapped with its PATH and environment. A command near that is data, not a command line.
+MAX_COMMAND_BYTES = 100_000
+
+
 def _command_not_blank(command: str) -> str:
     if not command.strip():
         raise ValueError("command is empty")
+    size = len(command.encode("utf-8", "surrogatepass"))
+    if size > MAX_COMMAND_BYTES:
+        raise ValueError(f"command is {size:,} bytes; a command may have at most {MAX_COMMAND_BYTES:,} (the "
+                         "operating system's limit for one argument is 128 KiB): split it into smaller commands, "
+                         "or have the host fetch large content from a file or URL instead of inlining it")
     return command
 
 

@@ -7,6 +7,7 @@ our end of the pipe.
 
 from __future__ import annotations
 
+import errno
 import os
 import selectors
 import signal
@@ -50,6 +51,11 @@ class LocalHost(Host):
                     start_new_session=True,  # its own process group, so a timeout kills all of it
                 )
             except OSError as e:
+                if e.errno == errno.E2BIG:
+                    size = sum(len(a) for a in argv) + sum(len(k) + len(v) for k, v in full_env.items())
+                    raise HostError(f"{self.name}: the command and its environment ({size:,} bytes) are over this "
+                                    "system's limit for a program's arguments: split the command, or put large "
+                                    "values in a file on the host") from None
                 if cwd is None:
                     raise
                 # The same outcome as over SSH, where `cd DIR || exit` fails in the remote shell.

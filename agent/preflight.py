@@ -1,0 +1,60 @@
+"""Reaching every host of a scripted run before the model's first turn.
+
+A host that cannot be reached, or whose key nobody has trusted, would otherwise surface as crashed
+tool calls in the middle of the run, and the model would write a final answer over them. Found
+here, it ends the run with one line that says what to do, before anything is asked of the model.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from tools.hosts import ChangedHostKeyError, HostError, HostPool, UnknownHostKeyError
+
+PREFLIGHT_TIMEOUT_S = 30.0
+
+
+@dataclass
+class Unreached:
+    host: str
+    problem: str  # one line: what went wrong and what to do
+
+
+def reach_hosts(pool: HostPool, names: list[str], timeout_s: float = PREFLIGHT_TIMEOUT_S) -> list[Unreached]:
+    """Run `true` on every host at once; the hosts that could not run it, in the order given."""
+    if not names:
+        return []
+    with ThreadPoolExecutor(max_workers=min(16, len(names))) as pool_exec:
+        problems = list(pool_exec.map(lambda name: _reach(pool, name, timeout_s), names))
+    return [Unreached(name, p) for name, p in zip(names, problems) if p is not None]
+
+
+def _reach(pool: HostPool, name: str, timeout_s: float) -> str | None:
+    try:
+        result = pool.get(name).run("true", timeout=timeout_s)
+    except UnknownHostKeyError as e:
+        return (f"{name}: unknown host key {e.key_type} {e.fingerprint}. Check it with the host's owner (on the host: "
+                f"ssh-keygen -lf /etc/ssh/ssh_host_{_key_file(e.key_type)}_key.pub); to trust it, run again with "
+                f"--trust-host-key {e.fingerprint}, or add `trust_host_key: \"{e.fingerprint}\"` to host {name} "
+                "in the goal file")
+    except ChangedHostKeyError as e:
+        return str(e)
+    except HostError as e:
+        return f"cannot reach {name}: {e}"
+    if result.timed_out:
+        return f"cannot reach {name}: `true` did not finish within {timeout_s:g} s"
+    if result.connection_lost:
+        return f"cannot reach {name}: the connection was lost while running `true`"
+    if result.exit_code != 0:
+        said = (result.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"cannot use {name}: `true` exited {result.exit_code} ({said})"
+    return None
+
+
+def _key_file(key_type: str) -> str:
+    """The host key file's middle part for a key type (ssh-ed25519 -> ed25519, ecdsa-sha2-nistp256 -> ecdsa)."""
+    for short in ("ed25519", "ecdsa", "rsa", "dsa"):
+        if short in key_type:
+            return short
+    return "*"

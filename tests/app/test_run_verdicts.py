@@ -1,0 +1,166 @@
+"""`agent run` ends honestly: its exit code and verdict follow what the record shows.
+
+Real `agent` processes, a real sshd on 127.0.0.1 and the real openai SDK against a loopback server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from fake_openai import FakeOpenAI, Reply
+from sshd import closed_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def agent(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_", "SSH_AUTH"))}
+    env.update({"PYTHONPATH": str(ROOT), "HOME": str(home), "XDG_DATA_HOME": str(home / ".local" / "share"),
+                "OPENAI_API_KEY": "x"})
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, cwd=ROOT)
+
+
+def events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def only(evs: list[dict], type_: str) -> dict:
+    found = [e for e in evs if e["type"] == type_]
+    assert len(found) == 1, [e["type"] for e in evs]
+    return found[0]
+
+
+def ssh_home(tmp_path: Path, server, key: Path, *, known: bool) -> Path:
+    """A HOME whose ~/.ssh/config names `box` for the server, with its key known or not."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True, exist_ok=True)
+    (home / ".ssh" / "config").write_text(f"Host box\n  HostName 127.0.0.1\n  Port {server.port}\n  User {server.user}\n"
+                                         f"  IdentityFile {key}\n  IdentitiesOnly yes\n")
+    (home / ".ssh" / "known_hosts").write_text(server.known_hosts_line() if known else "")
+    return home
+
+
+def goal_file(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "goal.yaml"
+    path.write_text(body)
+    return path
+
+
+def test_an_unknown_host_key_is_refused_before_the_first_turn_with_its_whole_fingerprint(tmp_path, sshd, client_key):
+    home = ssh_home(tmp_path, sshd, client_key, known=False)
+    goal = goal_file(tmp_path, "goal: look\nhosts: [box]\nbudget: {turns: 3}\n")
+    fingerprint = sshd.host_key_fingerprint()
+    with FakeOpenAI([Reply(calls=[("inspect_host", {"host": "box"})]), Reply(text="Done.")]) as srv:
+        r = agent("run", str(goal), "--base-url", srv.base_url, "--transcript", str(tmp_path / "a.jsonl"), home=home)
+        assert srv.requests == []  # the model was never asked
+    assert r.returncode == 2, r.stderr
+    line = [x for x in r.stderr.splitlines() if x.startswith("agent: box: unknown host key")]
+    assert len(line) == 1 and "Traceback" not in r.stderr
+    assert f"--trust-host-key {fingerprint}" in line[0] and f'trust_host_key: "{fingerprint}"' in line[0]
+    evs = events(tmp_path / "a.jsonl")
+    assert only(evs, "preflight")["host"] == "box"
+    assert only(evs, "goal_result")["verdict"] == "not started"
+    assert evs[-1]["type"] == "session_end"
+    assert agent("show", "--verify", str(tmp_path / "a.jsonl"), home=home).returncode == 0
+
+    # Trusted with the flag, the run goes on, and the key is on the record.
+    with FakeOpenAI([Reply(calls=[("ssh_exec", {"host": "box", "command": "uname -s"})]), Reply(text="Done.")]) as srv:
+        r = agent("run", str(goal), "--trust-host-key", fingerprint, "--base-url", srv.base_url,
+                  "--transcript", str(tmp_path / "b.jsonl"), home=home)
+    assert r.returncode == 0, r.stderr
+    evs = events(tmp_path / "b.jsonl")
+    assert only(evs, "host_key_trusted")["fingerprint"] == fingerprint
+    result = only(evs, "goal_result")
+    assert result["verdict"] == "unverified" and not result["met"] and "nothing proved the goal" in result["reason"]
+
+
+def test_trust_host_key_in_the_goal_file_is_the_same_as_the_flag(tmp_path, sshd_factory, client_key):
+    server = sshd_factory("own")
+    home = ssh_home(tmp_path, server, client_key, known=False)
+    goal = goal_file(tmp_path, "goal: look\nhosts:\n  - {name: box, target: box, trust_host_key: "
+                               f"\"{server.host_key_fingerprint()}\"}}\nbudget: {{turns: 3}}\n")
+    with FakeOpenAI([Reply(calls=[("ssh_exec", {"host": "box", "command": "uname -s"})]), Reply(text="Done.")]) as srv:
+        r = agent("run", str(goal), "--base-url", srv.base_url, "--transcript", str(tmp_path / "t.jsonl"), home=home)
+    assert r.returncode == 0, r.stderr
+
+
+def test_an_unreachable_host_ends_the_run_before_the_model_is_asked(tmp_path):
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    goal = goal_file(tmp_path, f"goal: look\nhosts:\n  - {{name: box, target: 'root@127.0.0.1:{closed_port()}'}}\n")
+    with FakeOpenAI([Reply(text="Done.")]) as srv:
+        r = agent("run", str(goal), "--base-url", srv.base_url, "--transcript", str(tmp_path / "t.jsonl"), home=home)
+        assert srv.requests == []
+    assert r.returncode == 2
+    assert [x for x in r.stderr.splitlines() if x.startswith("agent: cannot reach box:")], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_step_that_failed_when_sshd_died_is_not_a_success_without_checks(tmp_path, sshd_factory, client_key):
+    server = sshd_factory("dies")
+    home = ssh_home(tmp_path, server, client_key, known=True)
+    goal = goal_file(tmp_path, "goal: look\nhosts: [box]\nbudget: {turns: 4}\n")
+    transcript = tmp_path / "t.jsonl"
+
+    def kill_sshd_once_the_command_runs():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if transcript.exists() and '"type":"decision"' in transcript.read_text():
+                time.sleep(0.5)
+                server.kill()
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_sshd_once_the_command_runs, daemon=True)
+    killer.start()
+    with FakeOpenAI([Reply(calls=[("ssh_exec", {"host": "box", "command": "sleep 5"})]),
+                     Reply(text="All done, the goal is met.")]) as srv:
+        r = agent("run", str(goal), "--base-url", srv.base_url, "--transcript", str(transcript), home=home)
+    killer.join()
+    evs = events(transcript)
+    assert only(evs, "session_end")["failed"] >= 1
+    assert r.returncode == 1, r.stdout + r.stderr
+    result = only(evs, "goal_result")
+    assert result["verdict"] == "not met" and "failed" in result["reason"]
+
+
+def test_a_model_that_only_writes_text_has_not_met_a_goal_without_checks(tmp_path):
+    goal = goal_file(tmp_path, "goal: wipe nothing, just say hello\nhosts: [local]\nbudget: {turns: 3}\n")
+    with FakeOpenAI([Reply(text="Blorp. The upgrade is complete and everything is 50% faster.")]) as srv:
+        r = agent("run", str(goal), "--base-url", srv.base_url, "--transcript", str(tmp_path / "t.jsonl"),
+                  home=tmp_path)
+    assert r.returncode == 1
+    result = only(events(tmp_path / "t.jsonl"), "goal_result")
+    assert result["verdict"] == "not met" and "nothing ran" in result["reason"]
+
+
+def test_a_command_too_large_for_the_system_is_answered_to_the_model_in_one_line(tmp_path):
+    goal = goal_file(tmp_path, "goal: look\nhosts: [local]\nbudget: {turns: 3}\n")
+    huge = "echo " + "a" * 5_000_000
+    with FakeOpenAI([Reply(calls=[("ssh_exec", {"host": "local", "command": huge})]), Reply(text="I give up.")]) as srv:
+        r = agent("run", str(goal), "--base-url", srv.base_url, "--transcript", str(tmp_path / "t.jsonl"),
+                  home=tmp_path)
+        told = json.dumps(srv.requests[-1]["messages"][-1])
+    assert "Argument list too long" not in r.stdout + r.stderr and "Traceback" not in r.stderr
+    assert "5,000,005 bytes" in told and "split it" in told
+    assert r.returncode == 1
+
+
+def test_goal_files_too_large_or_expanding_through_aliases_are_refused_in_one_line(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text("goal: x\nhosts: [local]\n# " + "a" * 30_000_000 + "\n")
+    r = agent("run", str(big), home=tmp_path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "too large for a goal file" in r.stderr
+    anchors = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("goal: x\nhosts: [local]\n" + anchors)
+    r = agent("run", str(bomb), home=tmp_path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "YAML aliases" in r.stderr
