@@ -27,9 +27,9 @@ MEANINGS = {ExitCode.OK: "goal met", ExitCode.FAILED: "goal not met or a step fa
             ExitCode.HANGUP: "stopped by SIGHUP", ExitCode.TERMINATED: "stopped by SIGTERM"}
 
 EXIT_CODES_HELP = """exit codes:
-  0    goal met (run), identical (replay), no problems (show --verify)
-  1    goal not met or a step failed; replay differs; transcript damaged
-  2    usage or configuration error (bad goal file, no model endpoint, unknown host)
+  0    goal met, or every step ran with no checks to prove it (run); identical (replay); intact (show --verify)
+  1    goal not met: a check or a step failed, nothing ran, a reply was cut off; replay differs; damaged
+  2    usage or configuration error (bad goal file, no model endpoint, a host unreachable or its key unknown)
   3    a needed step was refused by the safety layer
   4    budget exhausted (turns, tokens or minutes)
   5    the model server failed or stopped answering (its error is in the transcript)
