@@ -13,7 +13,7 @@ from agent.goal import Goal, GoalError, load_goal
 from agent.loop import Outcome, Session
 from agent.preflight import Unreached, reach_hosts
 from agent.record.transcript import new_transcript_path
-from agent.report import write_report
+from agent.report import check_claims, write_report
 from agent.session_builder import build_session, goal_budget, goal_message, make_model
 from app.exit_codes import ExitCode
 from app.ui import JsonLines, make_view
@@ -87,6 +87,9 @@ def run_goal(args) -> int:
     for problem in unreached:
         print(f"agent: {problem.problem}", file=sys.stderr)
     if not args.json:
+        # The model's final answer is its own words: what it says is compared with what was measured.
+        for line in check_claims(path).lines():
+            print(line, file=sys.stderr)
         print(f"transcript: {path}\nreport:     {report}", file=sys.stderr)
     return code
 

@@ -2,10 +2,10 @@
 
 `document(report)` turns a Report into headings, paragraphs, tables and code blocks in
 reading order (summary, goal and outcome, benchmarks, what was verified, what changed,
-approvals and refusals, rollback, the model's answer, every step). Inline text is a str
-(untrusted, escaped by each renderer), Code (a code span) or Mark (a word that carries a
-verdict), or a list of them; the small formatting helpers here keep both formats' figures
-the same.
+approvals and refusals, rollback, the model's answer with its claims checked against the
+record, every step). Inline text is a str (untrusted, escaped by each renderer), Code (a code
+span) or Mark (a word that carries a verdict), or a list of them; the small formatting helpers
+here keep both formats' figures the same.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.report.build import toolkit_name
+from agent.report.claims import ClaimCheck, check_report
 from agent.report.data import Comparison, Report, Step
 from agent.report.rollback import package_rollback, toolkit_rollback
 
@@ -211,7 +212,8 @@ def verified_facts(report: Report) -> list[tuple[str, str]]:
 def document(r: Report) -> list[Any]:
     """The report as blocks, in reading order."""
     title = _shorten(r.goal.strip().splitlines()[0], 100) if r.goal and r.goal.strip() else "session"
-    doc: list[Any] = [Heading(1, f"Session report: {title}"), _summary(r), Heading(2, "Goal")]
+    claims = check_report(r)
+    doc: list[Any] = [Heading(1, f"Session report: {title}"), _summary(r, claims), Heading(2, "Goal")]
     doc.append(Block(r.goal) if r.goal else Para("The transcript states no goal."))
     if r.goal_result or r.checks:
         doc.append(Heading(3, "Outcome"))
@@ -257,6 +259,7 @@ def document(r: Report) -> list[Any]:
 
     doc.append(Heading(2, "The model's final answer"))
     if r.final_answer:
+        doc += _claims(claims)
         doc += [Para(f"Turn {r.final_answer_turn}:" if r.final_answer_done else
                      f"The model never gave one; the last thing it said (turn {r.final_answer_turn}):"),
                 Block(r.final_answer)]
@@ -273,7 +276,21 @@ def _shorten(text: str, limit: int) -> str:
     return cut + " ..."
 
 
-def _summary(r: Report) -> Facts:
+def claims_mark(c: ClaimCheck) -> Mark:
+    """The headline of the claim check, in the tone of its worst finding."""
+    return Mark(c.headline, "bad" if c.differences else "ok" if c.findings else "")
+
+
+def _claims(c: ClaimCheck) -> list[Any]:
+    """The findings about the answer, above it, so that its words are read against the record."""
+    doc: list[Any] = [Para([claims_mark(c), ". What follows the findings is the model's own text; the figures and "
+                                            "steps above are the record's."])]
+    items = [[Mark("differs", "bad"), ": ", f.text] for f in c.differences]
+    items += [[Mark("confirmed", "ok"), ": ", f.text] for f in c.confirmed]
+    return doc + ([Bullets(items)] if items else [])
+
+
+def _summary(r: Report, claims: ClaimCheck) -> Facts:
     v = r.verification
     integrity = ([Mark("hash chain verified", "ok"), f", {v.events} events"] if v.ok else
                  [Mark("DAMAGED", "bad"), f" ({v.events} events): " + "; ".join(v.problems[:5])])
@@ -295,6 +312,8 @@ def _summary(r: Report) -> Facts:
         rows.append(("Status", Mark("no end event: the session did not close its transcript", "bad")))
     if r.goal_result:
         rows.append(("Goal", Mark("met", "ok") if r.goal_result.get("met") else Mark("NOT met", "bad")))
+    if r.final_answer:
+        rows.append(("Final answer", claims_mark(claims)))
     return Facts(rows)
 
 
