@@ -39,20 +39,40 @@ class GoalError(ValueError):
 class SimMachine(BaseModel):
     """The simulated GPU host a `transport: sim` entry asks for (every field has the seed's value by default):
 
-        sim: {driver: "550.144.03", gpus: 4, toolkits: ["12.8"], free_space_mb: {/tmp: 500}}
+        sim: {gpu_model: "H100 80GB HBM3", driver: "550.144.03", gpus: 4, toolkits: ["12.8"],
+              free_space_mb: {/tmp: 500}}
+
+    gpu_model: one of the sim's models (RTX PRO 6000 Blackwell, H100 80GB HBM3, H200, A100-SXM4-80GB,
+    L40S; nvidia-smi's name works too). A driver older than the model's first supporting branch is
+    refused, as no such machine exists.
     """
 
     model_config = ConfigDict(extra="forbid")
 
+    gpu_model: str = "RTX PRO 6000 Blackwell"
     driver: str = Field(default="590.48.01", pattern=r"^\d+\.\d+(\.\d+)?$")  # the loaded driver's version
     gpus: int = Field(default=8, ge=1, le=16)
     toolkits: list[Literal["12.8", "13.0", "13.1"]] = Field(default_factory=lambda: ["12.8"])  # first: the cuda link
     free_space_mb: dict[str, int] = Field(default_factory=dict)  # free space per mount point ("/tmp": 500)
     gcc: str | None = "gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04) "  # null: no compiler on the host
 
+    @field_validator("gpu_model")
+    @classmethod
+    def _known_gpu_model(cls, asked: str) -> str:
+        from tools.sim import gpu_model_key  # lazy: only a goal with a `sim:` section loads the sim's GPU table
+
+        return gpu_model_key(asked)
+
+    @model_validator(mode="after")
+    def _driver_supports_the_gpu(self) -> "SimMachine":
+        from tools.sim import check_driver_supports  # lazy: as above
+
+        check_driver_supports(self.gpu_model, self.driver)
+        return self
+
     def build_options(self) -> dict:
-        return {"driver_version": self.driver, "gpus": self.gpus, "toolkits": tuple(self.toolkits),
-                "free_space_mb": dict(self.free_space_mb) or None, "gcc": self.gcc}
+        return {"gpu_model": self.gpu_model, "driver_version": self.driver, "gpus": self.gpus,
+                "toolkits": tuple(self.toolkits), "free_space_mb": dict(self.free_space_mb) or None, "gcc": self.gcc}
 
 
 class HostEntry(BaseModel):

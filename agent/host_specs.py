@@ -47,5 +47,6 @@ def describe_host(spec: HostSpec, sim: Any = None) -> str:
         return (f"{spec.name} (a simulated GPU host; it has no internet access, so NVIDIA's CUDA archive is "
                 f"mirrored at /srv/nvidia/compute/cuda/<version>/ (local_installers/ and docs/sidebar/md5sum.txt, as "
                 f"on developer.download.nvidia.com) and PyTorch's wheel indexes at {sim.index_urls['cu128']} and "
-                f"{sim.index_urls['cu130']}; its venv's python, {spec.python}, is first on PATH)")
+                f"{sim.index_urls['cu130']}; its venv's python, {spec.python}, is first on PATH; its serving "
+                f"benchmarks bring their server up inside the benchmark process, and report simulated GPU time)")
     return f"{spec.name} ({spec.transport}{', ' + spec.target if spec.target else ''})"

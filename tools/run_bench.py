@@ -387,6 +387,8 @@ class RunBenchResult(BaseModel):
     spread: float  # max - min
     relative_spread: float | None  # spread / median; None when the median is 0
     durations_s: list[float]  # wall-clock seconds of each measured run
+    # On a simulated host those seconds are real time while the benchmark's own figures are simulated.
+    simulated_host: bool = False
     warmup_values: list[float] = Field(default_factory=list)  # read from the warmup runs, not counted
     comparison: BenchComparison | None = None
     artifacts: list[str] = Field(default_factory=list)  # whole output of every run, warmups first
@@ -410,8 +412,15 @@ class RunBench(Tool):
     scripts) count as read-only; any other command is judged like an ssh_exec command.
     A run that fails (non-zero exit, timeout) or whose output lacks the metric stops
     the tool with the exit code and the end of its output: read it, it usually says
-    what is wrong (e.g. a PyTorch build that does not match the CUDA toolkit). The
-    server being benchmarked must already be running; this tool does not start it.
+    what is wrong (e.g. a PyTorch build that does not match the CUDA toolkit).
+
+    The tool runs only the command: what the workload needs must be up before, or be
+    started by the command itself. sglang.bench_serving and `vllm bench serve` measure a
+    server that is already serving (e.g. `python -m sglang.launch_server`);
+    sglang.bench_one_batch loads the model in its own process. On a simulated host the
+    serving benchmarks bring their server up inside the benchmark process for the run,
+    and their durations and latencies are simulated GPU time: the run durations this
+    tool reports there are real time, and far shorter.
     """
 
     name = "run_bench"
@@ -443,6 +452,7 @@ class RunBench(Tool):
         values: list[float] = []
         durations: list[float] = []
         unit: str | None = None
+        simulated = host.spec.transport == "sim"
         schedule = [("warmup", i, args.warmup) for i in range(1, args.warmup + 1)] + \
                    [("run", i, args.runs) for i in range(1, args.runs + 1)]
         for kind, i, of in schedule:
@@ -450,7 +460,8 @@ class RunBench(Tool):
             if ctx.cancel.is_set():
                 raise ToolError(f"cancelled {ctx.cancel_reason()} before {what}; measured so far: {values or 'nothing'}")
             last = self._run_once(ctx, host, args, what)
-            saved = ctx.artifacts.save(f"{ctx.call_id}-{kind}{i}.txt", ctx.redact(_whole_output(args, last)))
+            saved = ctx.artifacts.save(f"{ctx.call_id}-{kind}{i}.txt",
+                                       ctx.redact(_whole_output(args, last, simulated)))
             if saved:
                 artifacts.append(saved)
             self._check_finished(ctx, args, last, what, saved)
@@ -477,7 +488,7 @@ class RunBench(Tool):
             host=args.host, command=bench_subject(args), label=args.label, parser=args.parser, metric=metric,
             unit=unit, values=values, median=median, min=min(values), max=max(values), spread=spread,
             relative_spread=round(spread / abs(median), 4) if median else None, durations_s=durations,
-            warmup_values=warmup_values, comparison=comparison, artifacts=artifacts,
+            simulated_host=simulated, warmup_values=warmup_values, comparison=comparison, artifacts=artifacts,
             output_tail=ctx.redact(_tail(last.stdout if last.stdout.strip() else last.stderr)),
         )
         labels[args.label] = result.model_dump(mode="json")
@@ -492,7 +503,7 @@ class RunBench(Tool):
             f"median {_num(result.median)}, min {_num(result.min)}, max {_num(result.max)}, spread "
             f"{_num(result.spread)}" + (f" ({result.relative_spread * 100:.1f}% of the median)"
                                         if result.relative_spread is not None else ""),
-            f"run durations (s): {', '.join(f'{d:.1f}' for d in result.durations_s)}",
+            f"{_durations_label(result)}: {', '.join(_seconds(d) for d in result.durations_s)}",
         ]
         c = result.comparison
         if c is not None:
@@ -589,10 +600,22 @@ def _failure_tail(r: CommandResult, artifact: str | None) -> str:
     return "".join(parts)
 
 
-def _whole_output(args: RunBenchArgs, r: CommandResult) -> str:
+def _seconds(d: float) -> str:
+    return f"{d:.2f}" if d < 10 else f"{d:.1f}"  # a sub-second run is not "0.1"
+
+
+def _durations_label(result: RunBenchResult) -> str:
+    if result.simulated_host:
+        return (f"run durations (s of real time; {result.host} is a simulated host, whose benchmarks report "
+                f"simulated GPU time)")
+    return "run durations (s)"
+
+
+def _whole_output(args: RunBenchArgs, r: CommandResult, simulated: bool = False) -> str:
     status = ("cancelled" if r.cancelled else "timed out" if r.timed_out else
               "connection lost" if r.connection_lost else f"exit code {r.exit_code}")
-    return (f"$ {bench_subject(args)}\n# host {args.host}, {status}, {r.duration_s:.3f}s\n"
+    took = f"{r.duration_s:.3f}s" + (" of real time on a simulated host" if simulated else "")
+    return (f"$ {bench_subject(args)}\n# host {args.host}, {status}, {took}\n"
             f"--- stdout ---\n{r.stdout}\n--- stderr ---\n{r.stderr}")
 
 

@@ -65,13 +65,14 @@ def test_a_goal_file_describes_the_sim_it_wants(tmp_path):
                     "hosts:\n"
                     "  - name: old-box\n"
                     "    transport: sim\n"
-                    "    sim: {driver: \"550.144.03\", gpus: 2, free_space_mb: {/tmp: 500}}\n")
+                    "    sim: {gpu_model: H100 80GB HBM3, driver: \"550.144.03\", gpus: 2,\n"
+                    "          free_space_mb: {/tmp: 500}}\n")
     entry = load_goal(goal).hosts[0]
     spec, sim = host_spec(entry, sim_dir=tmp_path / "sims")
     pool = HostPool([spec])
     try:
-        smi = pool.get("old-box").run("nvidia-smi --query-gpu=index,driver_version --format=csv,noheader")
-        assert smi.stdout.splitlines() == ["0, 550.144.03", "1, 550.144.03"]
+        smi = pool.get("old-box").run("nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader")
+        assert smi.stdout.splitlines() == [f"{i}, NVIDIA H100 80GB HBM3, 550.144.03" for i in (0, 1)]
         df = pool.get("old-box").run("df -P -m /tmp").stdout.splitlines()[1].split()
         assert df[3] == "500"
     finally:
@@ -80,7 +81,7 @@ def test_a_goal_file_describes_the_sim_it_wants(tmp_path):
 
 def test_sim_options_belong_to_sim_hosts_only(tmp_path):
     goal = tmp_path / "goal.yaml"
-    goal.write_text("goal: x\nhosts:\n  - {name: gpu1, target: root@127.0.0.1, sim: {driver: \"550.1\"}}\n")
+    goal.write_text("goal: x\nhosts:\n  - {name: gpu1, target: root@127.0.0.1, sim: {driver: \"590.1\"}}\n")
     with pytest.raises(Exception, match="needs `transport: sim`"):
         load_goal(goal)
 

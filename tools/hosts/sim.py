@@ -2,10 +2,11 @@
 
 A sim root (built by tools/sim) holds the trees a GPU box owns: /usr/local with its toolkits, /opt
 with the venv, /srv with the mirrors, /tmp, /var/tmp, /var/log, /root, and the sim's own /usr/bin
-commands (nvidia-smi, df, lsmod beside links to this machine's programs). Inside the sandbox they
-are bound writable at the paths a real host has them, and this machine's OS is read-only; the
-sandbox has no network, its own PID namespace, and dies with the command. So the model, the tools,
-the checks and the record see plain host paths, and no command on a sim can touch this machine.
+commands (nvidia-smi, df, lsmod, uname beside links to this machine's programs) and /proc/version.
+Inside the sandbox they are bound writable at the paths a real host has them (the /proc files and
+/etc/os-release read-only), and this machine's OS is read-only; the sandbox has no network, its
+own PID namespace, and dies with the command. So the model, the tools, the checks and the record
+see plain host paths, and no command on a sim can touch this machine.
 
 Without bwrap, or where the kernel refuses it namespaces, a sim host refuses to run with one line
 that says why and what to do; it never falls back to running on this machine.
@@ -31,6 +32,8 @@ SIM_TREES = ("usr/local", "usr/share/man", "opt", "srv", "tmp", "var/tmp", "var/
 # This machine's /usr/bin, where the sim's /usr/bin links point (the sim's nvidia-smi stands beside them).
 HOST_USR_BIN = "/.host/usr/bin"
 HOST_USR_SBIN = "/.host/usr/sbin"
+# Files of /proc that the sim owns, shown over this machine's.
+PROC_FILES = ("proc/version", "proc/sys/kernel/osrelease")
 STATE_DIR = ".sim"  # the sim's machine state; its programs find it at /.sim inside the sandbox
 SIM_HOME = "/root"
 
@@ -88,6 +91,10 @@ def sandbox_argv(root: Path, hostname: str) -> list[str]:
             argv += ["--ro-bind", str(root / owned), "/" + owned]
     driver = root / "proc" / "driver" / "nvidia"
     argv += ["--tmpfs", "/proc/driver", "--bind", str(driver), "/proc/driver/nvidia"]
+    # The sim's kernel where programs read it (uname(2) stays this machine's; the sim's uname answers).
+    for owned in PROC_FILES:
+        if (root / owned).is_file():
+            argv += ["--ro-bind", str(root / owned), "/" + owned]
     for prefix in interpreter_prefixes():
         argv += ["--ro-bind", prefix, prefix]
     # The root itself read-only: a write to a new top-level directory fails instead of vanishing.

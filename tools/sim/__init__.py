@@ -3,22 +3,23 @@
     sim = build_sim(tmp_path / "gpu")
     host = SimHost(sim.host_spec())
     host.run("nvidia-smi")                         # the real table, 8 RTX PRO 6000 Blackwell cards
+    build_sim(tmp_path / "hopper", gpu_model="H100 80GB HBM3", gpus=4)   # or another GPU_MODELS model
     host.run("python -m pip freeze")               # torch==2.10.0+cu128, ... (/opt/venv/bin/python)
 
 Every command runs in a bubblewrap sandbox (tools/hosts/sim.py) that binds the root's trees at
 the paths a real host has them: /usr/local/cuda-12.8, /opt/venv, /srv, /tmp, /root. Layout of a
 sim root on this machine:
 
-    .sim/state.json            the machine: GPUs, driver (version, loaded), free space, gcc
+    .sim/state.json            the machine: GPUs, driver (version, loaded), kernel, free space, gcc
     .sim/lib/simhost/          the code its commands run (standard library only)
     usr/bin/nvidia-smi
     usr/local/cuda-12.8/       a toolkit laid out like a real one; usr/local/cuda -> it
     opt/venv/                  a real venv with torch 2.10.0+cu128, sglang, sgl-kernel, flashinfer, vllm
     srv/pypi/simple{,-cu128,-cu130}/   PEP 503 indexes (file:// URLs) with cu128 and cu130 builds
     srv/nvidia/compute/cuda/<ver>/     runfiles with md5sum.txt and sha256sum.txt
-    var/log/, tmp/, proc/driver/nvidia/version
+    var/log/, tmp/, proc/driver/nvidia/version, proc/version, proc/sys/kernel/osrelease
 
-    usr/bin/                   the sim's nvidia-smi, df and lsmod, and links to this machine's programs
+    usr/bin/                   the sim's nvidia-smi, df, lsmod and uname, and links to this machine's programs
 
 Nothing needs an environment variable: the sim's programs find their state by walking up from
 their own location to /.sim/state.json.
@@ -34,14 +35,22 @@ from pathlib import Path
 from tools.hosts import HostSpec
 
 from . import build as _build
+from .files.simhost import machine as _machine
 from .files.simhost import runfile as _runfile
 from .files.simhost import state as _state
 from .files.simhost import toolkit as _toolkit
 from .venv import SimBuildError
 
-__all__ = ["Sim", "RunfileInfo", "SimBuildError", "build_sim", "RELEASES"]
+__all__ = ["Sim", "RunfileInfo", "SimBuildError", "build_sim", "RELEASES", "GPU_MODELS", "DEFAULT_GPU_MODEL",
+           "gpu_model_key", "check_driver_supports"]
 
 RELEASES = _toolkit.RELEASES
+# The GPU models a sim can have: what nvidia-smi and torch report for each, and its oldest driver.
+GPU_MODELS = _machine.GPU_MODELS
+DEFAULT_GPU_MODEL = _machine.DEFAULT_GPU_MODEL
+DEFAULT_KERNEL = _machine.DEFAULT_KERNEL
+gpu_model_key = _machine.gpu_model_key
+check_driver_supports = _machine.check_driver_supports
 # The host's own PyPI and PyTorch's wheel indexes, mirrored on the host (paths as the host sees them).
 INDEX_URLS = {"pypi": "file:///srv/pypi/simple", "cu128": "file:///srv/pypi/simple-cu128",
               "cu130": "file:///srv/pypi/simple-cu130"}
@@ -115,26 +124,32 @@ class Sim:
         _state.update(self.root, lambda st: st["bench"].__setitem__("noise_sd", float(sd)))
 
 
-def build_sim(root: Path, *, gpus: int = 8, free_space_mb: dict[str, int] | None = None,
-              driver_version: str = "590.48.01", smi_version: str | None = None,
-              gcc: str | None = "gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04) ",
-              toolkits: tuple[str, ...] = ("12.8",), bench_noise: float = 0.25,
+def build_sim(root: Path, *, gpus: int = 8, gpu_model: str = DEFAULT_GPU_MODEL,
+              free_space_mb: dict[str, int] | None = None, driver_version: str = "590.48.01",
+              smi_version: str | None = None, gcc: str | None = "gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04) ",
+              kernel: str = DEFAULT_KERNEL, toolkits: tuple[str, ...] = ("12.8",), bench_noise: float = 0.25,
               cache_dir: Path | None = None) -> Sim:
     """Build a sim root at `root` (a new or empty directory) and return it.
 
+    gpu_model: a key of GPU_MODELS ("H100 80GB HBM3") or nvidia-smi's name for it; a driver older
+    than the model's oldest supporting branch is refused (ValueError), as no such machine exists.
     toolkits: releases installed at build time ("12.8", "13.0", "13.1"); the first one is what
     /usr/local/cuda points at. smi_version: nvidia-smi's own version when it should differ from the
     driver's, as in a container whose userspace tools are older than the host's kernel module.
     gcc: the compiler the runfile finds, None for none (its check then fails without --override).
+    kernel: the kernel release uname and /proc/version report.
     """
+    model = _machine.gpu_model_key(gpu_model)  # both raise before anything is built
+    _machine.check_driver_supports(model, driver_version)
     root = Path(root).absolute()
     if root.exists() and any(root.iterdir()):
         raise FileExistsError(f"{root} is not empty; a sim is built in a new or empty directory")
     root.mkdir(parents=True, exist_ok=True)
     python = _build.base_python()
     cache = _build.ensure_cache(python, cache_dir)
-    _build.lay_out(root, cache, python, gpus=gpus, free_space_mb=free_space_mb, driver_version=driver_version,
-                   smi_version=smi_version, gcc=gcc, toolkits=tuple(toolkits), bench_noise=bench_noise)
+    _build.lay_out(root, cache, python, gpus=gpus, gpu_model=model, free_space_mb=free_space_mb,
+                   driver_version=driver_version, smi_version=smi_version, gcc=gcc, kernel=kernel,
+                   toolkits=tuple(toolkits), bench_noise=bench_noise)
     for key in RELEASES:
         _publish_runfile(root, key, python)
     return Sim.open(root)

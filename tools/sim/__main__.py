@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import build_sim
+from . import DEFAULT_GPU_MODEL, GPU_MODELS, build_sim
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="build a sim root in DIR (new or empty) and print its host spec")
     b.add_argument("dir", type=Path)
     b.add_argument("--gpus", type=int, default=8)
+    b.add_argument("--gpu-model", default=DEFAULT_GPU_MODEL, help=f"one of: {', '.join(GPU_MODELS)}")
     b.add_argument("--name", default="sim", help="host name in the printed spec")
     b.add_argument("--driver-version", default="590.48.01")
     b.add_argument("--free-space", action="append", default=[], metavar="PATH=MB",
@@ -28,7 +29,11 @@ def main(argv: list[str] | None = None) -> int:
         path, _, mb = item.partition("=")
         space[path] = int(mb)
     start = time.monotonic()
-    sim = build_sim(args.dir, gpus=args.gpus, driver_version=args.driver_version, free_space_mb=space or None)
+    try:
+        sim = build_sim(args.dir, gpus=args.gpus, gpu_model=args.gpu_model, driver_version=args.driver_version,
+                        free_space_mb=space or None)
+    except ValueError as e:  # an unknown GPU model, or a driver too old for it
+        parser.error(str(e))
     print(json.dumps(dataclasses.asdict(sim.host_spec(args.name)), indent=2))
     print(f"built {sim.root} in {time.monotonic() - start:.2f}s; python {sim.python}; "
           f"indexes {', '.join(sim.index_urls)}; runfiles {', '.join(r.filename for r in sim.runfiles.values())}",

@@ -23,6 +23,7 @@ from tools.hosts.sim import HOST_USR_BIN, HOST_USR_SBIN
 
 from . import venv as sim_venv
 from . import wheels
+from .files.simhost import kernel as sim_kernel
 from .files.simhost import machine, toolkit
 from .files.simhost import runfile as sim_runfile
 from .files.simhost import state as host_state
@@ -151,23 +152,26 @@ def write_runfile(directory: Path, release_key: str, python: str, root: Path) ->
 # --------------------------------------------------------------------------- one machine
 
 
-def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, free_space_mb: dict[str, int] | None,
-            driver_version: str, smi_version: str | None, gcc: str | None, toolkits: tuple[str, ...],
+def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, gpu_model: str, free_space_mb: dict[str, int] | None,
+            driver_version: str, smi_version: str | None, gcc: str | None, kernel: str, toolkits: tuple[str, ...],
             bench_noise: float) -> None:
     for d in ("usr/bin", "usr/local", "usr/share/man", "var/log", "var/tmp", "tmp", "opt", "etc", "root", "srv",
               "proc/driver/nvidia"):
         (root / d).mkdir(parents=True, exist_ok=True)
     shutil.copytree(SIMHOST, root / host_state.STATE_DIR / "lib" / "simhost",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    st = machine.default_state(gpus=gpus, driver_version=driver_version, smi_version=smi_version,
-                               free_space_mb=free_space_mb, gcc=gcc, python=python, bench_noise=bench_noise)
+    st = machine.default_state(gpus=gpus, gpu_model=gpu_model, driver_version=driver_version,
+                               smi_version=smi_version, free_space_mb=free_space_mb, gcc=gcc, kernel=kernel,
+                               python=python, bench_noise=bench_noise)
     host_state.save(root, st)
     sim_runfile.write_proc_version(root, st)
+    sim_kernel.write_proc_files(root, st)
     # The interpreter the sim's installers run with, by a name of its own on the host's PATH.
     (root / "usr" / "bin" / "sim-python").symlink_to(python)
     _write_command(root / "usr" / "bin" / "nvidia-smi", python, "simhost.smi")
     _write_command(root / "usr" / "bin" / "df", python, "simhost.disk", "df_main")
     _write_command(root / "usr" / "bin" / "lsmod", python, "simhost.disk", "lsmod_main")
+    _write_command(root / "usr" / "bin" / "uname", python, "simhost.kernel", "uname_main")
     _link_host_programs(root / "usr" / "bin")
     _link_host_system_programs(root / "usr" / "sbin", own=root / "usr" / "bin")
     (root / "etc" / "os-release").write_text(OS_RELEASE)

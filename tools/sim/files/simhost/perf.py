@@ -5,6 +5,11 @@ CUDA 12.8 on the 12.8 toolkit, 96.1 tok/s with torch for CUDA 13.0 on a 13.x too
 adds noise of a configurable standard deviation (default 0.25 tok/s, clipped at two deviations),
 so a single before/after pair can mislead the way a real one can. Mismatched stacks never get
 here: the fake packages raise the real errors first (torch, sgl_kernel, the JIT's CUDA check).
+
+Nothing sleeps: a benchmark whose figures say 12 minutes returns in a fraction of a second. So
+every benchmark ends with lines that say its figures are simulated time on the sim's GPUs, how
+much real time the run took, and, for the serving benchmarks, that the server they measure was
+brought up inside the benchmark process (no server process runs on the simulated host).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import os
 import random
 import statistics
+import time
 from dataclasses import dataclass
 
 from . import state as host_state
@@ -126,3 +132,39 @@ def median(values: list[float]) -> float:
 
 def mean(values: list[float]) -> float:
     return statistics.fmean(values) if values else 0.0
+
+
+# --------------------------------------------------------------------------- what is simulated
+
+NOTE = "simulated host: "
+
+
+def simulated_notes(root, server: str | None) -> list[str]:
+    """The lines a benchmark ends with: which figures are simulated, and where its server ran.
+
+    server: the server a serving benchmark measures ("SGLang", "vLLM"); None for a benchmark that
+    runs the model in its own process anyway, as bench_one_batch does on a real host too.
+    """
+    st = host_state.load(root)
+    gpus = st.get("gpus", [])
+    on = f"{len(gpus)}x {gpus[0]['name']}" if gpus else "the simulated GPUs"
+    lines = []
+    if server:
+        lines.append(f"{NOTE}the {server} server was brought up inside this benchmark process for the run "
+                     f"(--host, --port and --base-url are not used), so no server process runs on this host "
+                     f"before or after it")
+    lines.append(f"{NOTE}durations, throughputs and latencies above are simulated time on {on}; this run took "
+                 f"{real_seconds():.2f} s of real time")
+    return lines
+
+
+def real_seconds() -> float:
+    """Real time since this process started (the interpreter's start-up included)."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.process_time()

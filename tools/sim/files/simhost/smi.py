@@ -132,11 +132,13 @@ def table_text(st: dict, gpus: list[dict]) -> str:
         power = f"{int(round(g['power_draw_w']))}W"
         used = f"{g['memory_used_mib']}MiB"
         total = f"{g['memory_total_mib']}MiB"
+        # The ECC cell counts uncorrectable errors when ECC is on; MIG-capable cards show the mode.
+        ecc = "0" if g.get("ecc") == "Enabled" else "Off"
         lines += [
-            f"| {g['index']:>3}  {name:<31}{pers:<3} |   {g['bus_id']} Off |{'Off':>21} |",
-            f"| {g['fan_percent']:>2}%   {g['temperature_c']:>2}C    {g['pstate']:<2}{power:>16} / {g['power_limit_w']:>4}W |"
+            f"| {g['index']:>3}  {name:<31}{pers:<3} |   {g['bus_id']} Off |{ecc:>21} |",
+            f"| {_fan(g):>3}   {g['temperature_c']:>2}C    {g['pstate']:<2}{power:>16} / {g['power_limit_w']:>4}W |"
             f" {used:>10} / {total:>9} | {'0%':>7} {'Default':>12} |",
-            f"|{'':41}|{'':24}|{'N/A':>21} |",
+            f"|{'':41}|{'':24}|{g.get('mig', 'N/A'):>21} |",
             _CELLS,
         ]
     lines += [
@@ -150,6 +152,11 @@ def table_text(st: dict, gpus: list[dict]) -> str:
         _RULE,
     ]
     return "\n".join(lines) + "\n"
+
+
+def _fan(g: dict) -> str:
+    """The fan cell: a percentage, or N/A on a passively cooled card."""
+    return "N/A" if g.get("fan_percent") is None else f"{g['fan_percent']}%"
 
 
 def version_text(st: dict) -> str:
@@ -178,7 +185,7 @@ def _fields(st: dict, count: int) -> dict:
         "pci.device_id": (None, lambda g: g["device_id"]),
         "pci.sub_device_id": (None, lambda g: g["sub_system_id"]),
         "pcie.link.gen.current": (None, lambda g: "1"),
-        "pcie.link.gen.max": (None, lambda g: "5"),
+        "pcie.link.gen.max": (None, lambda g: str(g.get("pcie_gen_max", 5))),
         "pcie.link.width.current": (None, lambda g: "16"),
         "pcie.link.width.max": (None, lambda g: "16"),
         "vbios_version": (None, lambda g: g["vbios"]),
@@ -188,9 +195,9 @@ def _fields(st: dict, count: int) -> dict:
         "compute_mode": (None, lambda g: "Default"),
         "compute_cap": (None, lambda g: g["compute_cap"]),
         "driver_model.current": (None, lambda g: "[N/A]"),
-        "mig.mode.current": (None, lambda g: "[N/A]"),
-        "ecc.mode.current": (None, lambda g: "Disabled"),
-        "fan.speed": ("%", lambda g: str(g["fan_percent"])),
+        "mig.mode.current": (None, lambda g: _bracketed(g.get("mig", "N/A"))),
+        "ecc.mode.current": (None, lambda g: g.get("ecc", "Disabled")),
+        "fan.speed": ("%", lambda g: "[N/A]" if g.get("fan_percent") is None else str(g["fan_percent"])),
         "pstate": (None, lambda g: g["pstate"]),
         "memory.total": ("MiB", lambda g: str(g["memory_total_mib"])),
         "memory.reserved": ("MiB", lambda g: str(g["memory_reserved_mib"])),
@@ -204,7 +211,7 @@ def _fields(st: dict, count: int) -> dict:
         "power.limit": ("W", lambda g: f"{g['power_limit_w']:.2f}"),
         "enforced.power.limit": ("W", lambda g: f"{g['power_limit_w']:.2f}"),
         "power.default_limit": ("W", lambda g: f"{g['power_limit_w']:.2f}"),
-        "power.min_limit": ("W", lambda g: "150.00"),
+        "power.min_limit": ("W", lambda g: f"{g.get('power_min_w', 150):.2f}"),
         "power.max_limit": ("W", lambda g: f"{g['power_limit_w']:.2f}"),
         "clocks.gr": ("MHz", lambda g: str(g["clocks_mhz"]["graphics"])),
         "clocks.sm": ("MHz", lambda g: str(g["clocks_mhz"]["sm"])),
@@ -214,6 +221,11 @@ def _fields(st: dict, count: int) -> dict:
         "clocks.max.sm": ("MHz", lambda g: str(g["max_clocks_mhz"]["sm"])),
         "clocks.max.mem": ("MHz", lambda g: str(g["max_clocks_mhz"]["memory"])),
     }
+
+
+def _bracketed(value: str) -> str:
+    # --query-gpu writes a value that does not apply as [N/A], where the table and -q write N/A.
+    return "[N/A]" if value == "N/A" else value
 
 
 _ALIASES = {
@@ -282,15 +294,15 @@ def _gpu_sections(st: dict, g: dict):
     free = g["memory_total_mib"] - g["memory_reserved_mib"] - g["memory_used_mib"]
     yield "INFO", [
         _kv(1, "Product Name", g["name"]),
-        _kv(1, "Product Brand", "NVIDIA RTX"),
-        _kv(1, "Product Architecture", "Blackwell"),
+        _kv(1, "Product Brand", g.get("brand", "NVIDIA RTX")),
+        _kv(1, "Product Architecture", g.get("architecture", "Blackwell")),
         _kv(1, "Display Mode", "Disabled"),
         _kv(1, "Display Active", "Disabled"),
         _kv(1, "Persistence Mode", g["persistence"]),
         _kv(1, "Addressing Mode", "HMM"),
         "    MIG Mode",
-        _kv(2, "Current", "N/A"),
-        _kv(2, "Pending", "N/A"),
+        _kv(2, "Current", g.get("mig", "N/A")),
+        _kv(2, "Pending", g.get("mig", "N/A")),
         _kv(1, "Accounting Mode", "Disabled"),
         _kv(1, "Accounting Mode Buffer Size", "4000"),
         "    Driver Model",
@@ -302,7 +314,7 @@ def _gpu_sections(st: dict, g: dict):
         _kv(1, "VBIOS Version", g["vbios"]),
         _kv(1, "MultiGPU Board", "No"),
         _kv(1, "Board ID", hex(int(g["bus_id"].split(":")[1], 16) << 8)),
-        _kv(1, "Board Part Number", "900-5G144-2200-000"),
+        _kv(1, "Board Part Number", g.get("board_part_number", "900-5G144-2200-000")),
         _kv(1, "GPU Part Number", g["part_number"]),
         _kv(1, "GSP Firmware Version", drv["version"]),
         "    PCI",
@@ -314,12 +326,12 @@ def _gpu_sections(st: dict, g: dict):
         _kv(2, "Sub System Id", g["sub_system_id"]),
         "        GPU Link Info",
         "            PCIe Generation",
-        _kv(4, "Max", "5"),
+        _kv(4, "Max", str(g.get("pcie_gen_max", 5))),
         _kv(4, "Current", "1"),
         "            Link Width",
         _kv(4, "Max", "16x"),
         _kv(4, "Current", "16x"),
-        _kv(1, "Fan Speed", f"{g['fan_percent']} %"),
+        _kv(1, "Fan Speed", "N/A" if g.get("fan_percent") is None else f"{g['fan_percent']} %"),
     ]
     yield "PERFORMANCE", [_kv(1, "Performance State", g["pstate"])]
     yield "MEMORY", [
@@ -329,9 +341,9 @@ def _gpu_sections(st: dict, g: dict):
         _kv(2, "Used", f"{g['memory_used_mib']} MiB"),
         _kv(2, "Free", f"{free} MiB"),
         "    BAR1 Memory Usage",
-        _kv(2, "Total", "131072 MiB"),
+        _kv(2, "Total", f"{g.get('bar1_mib', 131072)} MiB"),
         _kv(2, "Used", "1 MiB"),
-        _kv(2, "Free", "131071 MiB"),
+        _kv(2, "Free", f"{g.get('bar1_mib', 131072) - 1} MiB"),
     ]
     yield "COMPUTE", [_kv(1, "Compute Mode", "Default")]
     yield "UTILIZATION", [
@@ -343,8 +355,8 @@ def _gpu_sections(st: dict, g: dict):
     ]
     yield "ECC", [
         "    ECC Mode",
-        _kv(2, "Current", "Disabled"),
-        _kv(2, "Pending", "Disabled"),
+        _kv(2, "Current", g.get("ecc", "Disabled")),
+        _kv(2, "Pending", g.get("ecc", "Disabled")),
     ]
     yield "TEMPERATURE", [
         "    Temperature",
@@ -364,7 +376,7 @@ def _gpu_sections(st: dict, g: dict):
         _kv(2, "Current Power Limit", f"{g['power_limit_w']:.2f} W"),
         _kv(2, "Requested Power Limit", f"{g['power_limit_w']:.2f} W"),
         _kv(2, "Default Power Limit", f"{g['power_limit_w']:.2f} W"),
-        _kv(2, "Min Power Limit", "150.00 W"),
+        _kv(2, "Min Power Limit", f"{g.get('power_min_w', 150):.2f} W"),
         _kv(2, "Max Power Limit", f"{g['power_limit_w']:.2f} W"),
     ]
     yield "CLOCK", [

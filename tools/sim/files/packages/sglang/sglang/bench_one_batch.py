@@ -1,4 +1,5 @@
-"""python -m sglang.bench_one_batch: a static batch, prefill then decode, in the real one's lines."""
+"""python -m sglang.bench_one_batch: a static batch, prefill then decode, in the real one's lines, then the
+line that says its latencies are simulated time."""
 
 import argparse
 import statistics
@@ -36,6 +37,7 @@ def main(args):
                 _one(bs, input_len, min(output_len, 16), tok_s, rng, perf)
                 print("Benchmark ...")
                 _one(bs, input_len, output_len, tok_s, rng, perf)
+    print("\n".join(perf.simulated_notes(root, None)))
 
 
 def parser():

@@ -1,4 +1,5 @@
-"""python -m sglang.bench_serving: the arguments and the result block of the real one."""
+"""python -m sglang.bench_serving: the arguments and the result block of the real one, then the lines that
+say what is simulated (the server inside this process, the time)."""
 
 import argparse
 import json
@@ -85,6 +86,7 @@ def run_benchmark(args):
     row("P99 ITL (ms):", perf.percentile(run.itl_ms, 99), "{:<10.2f}")
     row("Max ITL (ms):", max(run.itl_ms), "{:<10.2f}")
     print("=" * 50)
+    print("\n".join(perf.simulated_notes(root, "SGLang")))
     # The real tool appends a JSONL line to a file named after the run in the working directory;
     # here only when asked, so a benchmark never writes outside the machine it measures.
     if args.output_file:

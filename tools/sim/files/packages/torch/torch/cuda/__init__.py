@@ -115,8 +115,8 @@ _CudaDeviceProperties = namedtuple(
 def get_device_properties(device=None):
     g = _gpu(device)
     major, minor = get_device_capability(device)
-    return _CudaDeviceProperties(g["name"], major, minor, g["memory_total_mib"] * 1024 * 1024, 188, g["uuid"][4:],
-                                 128 * 1024 * 1024)
+    return _CudaDeviceProperties(g["name"], major, minor, g["memory_total_mib"] * 1024 * 1024, g.get("sm_count", 188),
+                                 g["uuid"][4:], g.get("l2_cache_mib", 128) * 1024 * 1024)
 
 
 def get_arch_list() -> list:

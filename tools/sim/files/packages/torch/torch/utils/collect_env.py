@@ -19,6 +19,23 @@ def _nvcc_line():
     return [line for line in out.splitlines() if "release" in line][0]
 
 
+def _os_name():
+    try:
+        with open("/etc/os-release") as f:
+            fields = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+        return fields["PRETTY_NAME"].strip('"')
+    except (OSError, KeyError):
+        return platform.system()
+
+
+def _platform(st):
+    """platform.platform() as the host's kernel makes it: the simulated host's kernel, not the sandbox's."""
+    kernel = st.get("kernel") or {}
+    release = kernel.get("release") or platform.release()
+    libc = "".join(platform.libc_ver())
+    return f"Linux-{release}-{platform.machine()}-with-{libc}"
+
+
 def main():
     st = torch._sim_host.state() or {}
     gpus = st.get("gpus", [])
@@ -31,8 +48,9 @@ def main():
         f"CUDA used to build PyTorch: {torch.version.cuda}",
         "ROCM used to build PyTorch: N/A",
         "",
-        f"OS: {platform.system()}",
+        f"OS: {_os_name()} ({platform.machine()})",
         f"Python version: {sys.version.split()[0]} (64-bit runtime)",
+        f"Python platform: {_platform(st)}",
         f"Is CUDA available: {available}",
         f"CUDA runtime version: {_nvcc_line().split('V')[-1] if available else 'Could not collect'}",
         "GPU models and configuration: ",

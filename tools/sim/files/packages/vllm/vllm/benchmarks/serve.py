@@ -1,4 +1,5 @@
-"""vllm bench serve: the arguments and the result block of the real one."""
+"""vllm bench serve: the arguments and the result block of the real one, then the lines that say what is
+simulated (the server inside this process, the time)."""
 
 import argparse
 import random
@@ -75,6 +76,7 @@ def main(args):
             word = str(int(p)) if int(p) == p else str(p)
             row(f"P{word} {name} (ms):", perf.percentile(values, p), "{:<10.2f}")
     print("=" * 50)
+    print("\n".join(perf.simulated_notes(root, "vLLM")))
 
 
 def parser():

@@ -1,0 +1,307 @@
+"""What a careful reader of a simulated host's results checks against each other: benchmark figures
+against the real time a run took, the server a benchmark measures against `ps`, df and uname against
+the machine the sim describes, and the GPU model against its driver.
+
+The sim's df and uname are held to this machine's GNU df and uname: the same headings for the same
+options, the same complaints for the same mistakes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agent.goal import GoalError, load_goal
+from agent.host_specs import host_spec
+from tools.base import ArtifactStore, ToolContext
+from tools.hosts import HostPool, HostSpec, SimHost
+from tools.inspect_host import InspectHost
+from tools.run_bench import RunBench
+from tools.sim import GPU_MODELS, build_sim, gpu_model_key
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = ROOT / "tests" / "data" / "gpu" / "h200"
+SERVING = ("/opt/venv/bin/python -m sglang.bench_serving --backend sglang --dataset-name random --num-prompts 200 "
+           "--random-input-len 1024 --random-output-len 1024 --max-concurrency 1")
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    return build_sim(tmp_path_factory.mktemp("realism") / "gpu", free_space_mb={"/tmp": 500, "/var/tmp": 3000})
+
+
+@pytest.fixture(scope="module")
+def host(sim):
+    return SimHost(sim.host_spec())
+
+
+def run(host, command: str, ok: bool = True):
+    r = host.run(command, timeout=120)
+    if ok:
+        assert r.exit_code == 0, f"{command}\nstdout: {r.stdout[-2000:]}\nstderr: {r.stderr[-2000:]}"
+    return r
+
+
+def notes(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith("simulated host: ")]
+
+
+# --------------------------------------------------------------------------- benchmark time and server
+
+
+def test_serving_benchmarks_say_their_time_is_simulated_and_where_their_server_ran(host):
+    r = run(host, SERVING)
+    duration = float(re.search(r"^Benchmark duration \(s\):\s+([\d.]+)", r.stdout, re.M).group(1))
+    assert duration > 100 * r.duration_s  # minutes of simulated serving, well under a second of real time
+    server, timing = notes(r.stdout)
+    assert r.stdout.rstrip().endswith(timing)  # where the end of the output (all a model may see) shows it
+    assert "SGLang server was brought up inside this benchmark process" in server
+    assert "no server process runs on this host" in server
+    m = re.fullmatch(r"simulated host: durations, throughputs and latencies above are simulated time on "
+                     r"8x NVIDIA RTX PRO 6000 Blackwell Workstation Edition; this run took ([\d.]+) s of real time",
+                     timing)
+    assert m, timing
+    assert 0 < float(m.group(1)) <= r.duration_s + 0.01
+    # What `ps` shows after it agrees: no server.
+    assert "sglang" not in run(host, "ps -eo args").stdout
+
+    vllm = run(host, "vllm bench serve --model m --num-prompts 20 --max-concurrency 1")
+    assert [n.split(" server ")[0] for n in notes(vllm.stdout)][:1] == ["simulated host: the vLLM"]
+    assert len(notes(vllm.stdout)) == 2
+    one_batch = run(host, "/opt/venv/bin/python -m sglang.bench_one_batch --model-path m --batch-size 1 "
+                          "--input-len 512 --output-len 32")
+    # bench_one_batch runs the model in its own process on a real host too: only its time is simulated.
+    only_time, = notes(one_batch.stdout)
+    assert only_time.startswith("simulated host: durations, throughputs and latencies above are simulated time")
+
+
+def test_run_bench_on_a_sim_labels_its_durations_as_real_time(sim, tmp_path):
+    pool = HostPool([sim.host_spec()])
+    ctx = ToolContext(hosts=pool, artifacts=ArtifactStore(tmp_path / "a"), call_id="call_1")
+    tool = RunBench()
+    try:
+        result = tool.run(ctx, tool.parse_args({"host": "sim", "command": SERVING, "parser": "sglang_bench_serving",
+                                                "runs": 2, "warmup": 0, "label": "before"}))
+    finally:
+        pool.close()
+    assert result.simulated_host is True
+    shown = tool.render(result)
+    assert "run durations (s of real time; sim is a simulated host, whose benchmarks report simulated GPU time): " \
+        in shown
+    assert "simulated time on 8x NVIDIA RTX PRO 6000" in result.output_tail
+    whole = (tmp_path / result.artifacts[0]).read_text()  # the whole output of the first run
+    assert re.search(r"^# host sim, exit code 0, [\d.]+s of real time on a simulated host$", whole, re.M), whole[:300]
+
+
+def test_run_bench_on_a_real_host_keeps_its_plain_label(tmp_path):
+    script = tmp_path / "bench.sh"
+    script.write_text("printf '%s\\n' '============ Serving Benchmark Result ============' "
+                      "'Output token throughput (tok/s):         90.00' '" + "=" * 50 + "'\n")
+    hosts = HostPool([HostSpec(name="local", transport="local")])
+    ctx = ToolContext(hosts=hosts, artifacts=ArtifactStore(None))
+    tool = RunBench()
+    try:
+        result = tool.run(ctx, tool.parse_args({"host": "local", "command": f"sh {script}", "runs": 1, "warmup": 0,
+                                                "parser": "sglang_bench_serving", "label": "x"}))
+    finally:
+        hosts.close()
+    assert result.simulated_host is False
+    assert "\nrun durations (s): " in tool.render(result)
+
+
+def test_run_bench_says_what_a_workload_needs_and_what_a_sim_does_instead():
+    text = " ".join(RunBench.description().split())
+    assert "must already be running" not in text
+    assert "what the workload needs must be up before, or be started by the command itself" in text
+    assert "On a simulated host the serving benchmarks bring their server up inside the benchmark process" in text
+    assert "the run durations this tool reports there are real time" in text
+
+
+# --------------------------------------------------------------------------- df
+
+
+def df_rows(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines()[1:]]
+
+
+def test_df_without_a_path_lists_only_the_sims_filesystems(host):
+    for options in ("", "-h", "-T", "-P", "-i", "--total"):
+        mounts = [row[-1] for row in df_rows(run(host, f"df {options}").stdout)]
+        assert mounts == ["/", "/tmp", "/var/tmp"] + (["-"] if options == "--total" else []), (options, mounts)
+    free = {row[-1]: int(row[3]) for row in df_rows(run(host, "df -P -m").stdout)}
+    assert free == {"/": 512_000, "/tmp": 500, "/var/tmp": 3000}
+    # Each path answers from its own filesystem, the same figures as the listing.
+    assert df_rows(run(host, "df -P -m /var/tmp/. /root").stdout) == \
+        [row for row in df_rows(run(host, "df -P -m").stdout) if row[-1] in ("/var/tmp", "/")][::-1]
+    assert [row[1] for row in df_rows(run(host, "df -T").stdout)] == ["ext4"] * 3
+
+
+def real(program: str, args: str) -> subprocess.CompletedProcess:
+    """This machine's own program, in the locale the sim's commands run in."""
+    return subprocess.run(f"{program} {args}", shell=True, capture_output=True, text=True,
+                          env={"PATH": os.environ["PATH"], "LANG": "C.UTF-8"})
+
+
+def shape(line: str, human: bool) -> list[str]:
+    """A df row's cells as kinds: numbers with their unit suffix; a human size's unit may differ."""
+    out = []
+    for cell in line.split()[1:-1]:
+        kind = re.sub(r"[\d.]+", "N", cell) if cell[0].isdigit() else "word"
+        out.append(re.sub(r"N[KMGTkP]$", "N<unit>", kind) if human else kind)
+    return out
+
+
+@pytest.mark.skipif(shutil.which("df") is None, reason="needs GNU df")
+@pytest.mark.parametrize("options", ["", "-h", "-H", "-k", "-m", "-P", "-P -h", "-P -m", "-T", "-hT", "-i", "-i -h",
+                                     "-B1", "-P -B1", "-BM", "-BG", "-B 1000", "-BKB", "--total", "--output",
+                                     "--output=target,size,avail", "-h --output=ipcent,itotal"])
+def test_df_headings_and_units_are_gnu_dfs(host, options):
+    sim_lines = run(host, f"df {options} /tmp").stdout.splitlines()
+    real_lines = real("df", f"{options} /").stdout.splitlines()
+    assert sim_lines[0].split() == real_lines[0].split()
+    if "-i" not in options and "--output" not in options:  # inode counts vary with this machine's filesystem
+        human = "-h" in options or "-H" in options
+        assert shape(sim_lines[1], human) == shape(real_lines[1], human)
+    # Numbers are right-aligned under their headings, as df aligns them.
+    for cell in re.finditer(r"\S+", sim_lines[1]):
+        if cell.group()[0].isdigit():
+            assert sim_lines[0][cell.end() - 1] != " ", (options, sim_lines[0], sim_lines[1])
+
+
+@pytest.mark.skipif(shutil.which("df") is None, reason="needs GNU df")
+@pytest.mark.parametrize("args", ["-z", "--foo", "--output=foo", "--output=size,size", "-i --output", "-P --output",
+                                  "-B foo", "--block-size=0", "-B", "/no/such/path", "-t nfs", "--tot=1"])
+def test_df_refuses_what_gnu_df_refuses_in_its_words(host, args):
+    r = run(host, f"df {args}", ok=False)
+    theirs = real("df", args)
+    assert (r.exit_code, r.stderr) == (theirs.returncode, theirs.stderr)
+
+
+# --------------------------------------------------------------------------- uname and /proc/version
+
+UNAME_A = ("Linux sim 6.8.0-60-generic #63-Ubuntu SMP PREEMPT_DYNAMIC Tue Apr 15 19:04:15 UTC 2025 "
+           "x86_64 x86_64 x86_64 GNU/Linux")
+
+
+def test_uname_and_proc_version_report_the_sims_kernel(host, sim):
+    assert run(host, "uname -a").stdout == UNAME_A + "\n"
+    assert run(host, "uname --all").stdout == UNAME_A + "\n"
+    for args, expected in [("", "Linux"), ("-r", "6.8.0-60-generic"), ("--kernel-release", "6.8.0-60-generic"),
+                           ("--kernel-r", "6.8.0-60-generic"), ("-srm", "Linux 6.8.0-60-generic x86_64"),
+                           ("-s -n -m -v -o", "Linux sim #63-Ubuntu SMP PREEMPT_DYNAMIC Tue Apr 15 19:04:15 UTC 2025 "
+                                              "x86_64 GNU/Linux"), ("-o -s", "Linux GNU/Linux")]:
+        assert run(host, f"uname {args}").stdout == expected + "\n", args
+    if os.path.islink("/bin"):  # merged /usr: /bin/uname is the sim's /usr/bin/uname too
+        assert run(host, "/bin/uname -r").stdout == "6.8.0-60-generic\n"
+    version = run(host, "cat /proc/version").stdout
+    assert version.startswith("Linux version 6.8.0-60-generic (buildd@") and version.rstrip().endswith(
+        "#63-Ubuntu SMP PREEMPT_DYNAMIC Tue Apr 15 19:04:15 UTC 2025"), version
+    assert run(host, "cat /proc/sys/kernel/osrelease").stdout == "6.8.0-60-generic\n"
+    env = run(host, "/opt/venv/bin/python -m torch.utils.collect_env").stdout.splitlines()
+    assert "OS: Ubuntu 24.04.3 LTS (x86_64)" in env
+    assert any(line.startswith("Python platform: Linux-6.8.0-60-generic-x86_64-with-") for line in env), env
+    # inspect_host reads the kernel with `uname -srm`: the sim's, with the sim's OS.
+    pool = HostPool([sim.host_spec()])
+    try:
+        report = InspectHost().run(ToolContext(hosts=pool, artifacts=ArtifactStore(None)),
+                                   InspectHost.parse_args({"host": "sim"}))
+    finally:
+        pool.close()
+    assert report.kernel == "Linux 6.8.0-60-generic x86_64" and report.os == "Ubuntu 24.04.3 LTS"
+
+
+@pytest.mark.skipif(shutil.which("uname") is None, reason="needs GNU uname")
+@pytest.mark.parametrize("args", ["-x", "--foo", "--kern", "extra", "--all=1"])
+def test_uname_refuses_what_gnu_uname_refuses_in_its_words(host, args):
+    r = run(host, f"uname {args}", ok=False)
+    theirs = real("uname", args)
+    assert (r.exit_code, r.stderr) == (theirs.returncode, theirs.stderr)
+
+
+def test_a_sim_built_with_another_kernel_reports_it(tmp_path):
+    host = SimHost(build_sim(tmp_path / "gpu", kernel="6.11.0-29-generic").host_spec())
+    assert run(host, "uname -r; cat /proc/sys/kernel/osrelease").stdout == "6.11.0-29-generic\n" * 2
+    assert run(host, "uname -v").stdout.startswith("#29-Ubuntu SMP PREEMPT_DYNAMIC ")
+    assert run(host, "cat /proc/version").stdout.startswith("Linux version 6.11.0-29-generic ")
+
+
+# --------------------------------------------------------------------------- GPU models
+
+
+@pytest.mark.parametrize("key", list(GPU_MODELS))
+def test_nvidia_smi_and_torch_report_the_gpu_model(tmp_path, key):
+    model = GPU_MODELS[key]
+    host = SimHost(build_sim(tmp_path / "gpu", gpu_model=key, gpus=2).host_spec())
+    fields = "name,memory.total,compute_cap,power.limit,power.min_limit,ecc.mode.current,mig.mode.current,fan.speed"
+    rows = run(host, f"nvidia-smi --query-gpu={fields} --format=csv,noheader,nounits").stdout.splitlines()
+    assert rows == [", ".join([model["name"], str(model["memory_total_mib"]), model["compute_cap"],
+                               f"{model['power_limit_w']:.2f}", f"{model['power_min_w']:.2f}",
+                               "Enabled" if model["ecc"] else "Disabled", "Disabled" if model["mig"] else "[N/A]",
+                               "[N/A]" if model["fan_percent"] is None else str(model["fan_percent"])])] * 2
+    table = run(host, "nvidia-smi").stdout
+    assert f"/ {model['power_limit_w']:>4}W |" in table and f"/ {model['memory_total_mib']:>6}MiB |" in table
+    assert all(len(line) == 91 for line in table.splitlines()[1:] if line)
+    probe = ("import torch; p = torch.cuda.get_device_properties(0); "
+             "print(p.name, p.major, p.minor, p.total_memory >> 20, p.multi_processor_count, sep='|')")
+    assert run(host, f"/opt/venv/bin/python -c \"{probe}\"").stdout.strip().split("|") == \
+        [model["name"], *model["compute_cap"].split("."), str(model["memory_total_mib"]), str(model["sm_count"])]
+    q = run(host, "nvidia-smi -q -d INFO").stdout
+    assert re.search(rf"Product Architecture\s+: {model['architecture']}$", q, re.M)
+
+
+def test_an_h200_sim_prints_what_a_real_h200_printed(tmp_path):
+    """tests/data/gpu/h200/ holds a real H200's nvidia-smi: the sim's H200 on that driver matches it but
+    for the readings that change from minute to minute (clock, temperature, power draw) and the slot."""
+    host = SimHost(build_sim(tmp_path / "gpu", gpu_model="H200", gpus=1, driver_version="580.159.04").host_spec())
+    sim_lines = run(host, "nvidia-smi").stdout.splitlines()
+    real_lines = (H200 / "nvidia-smi.txt").read_text().splitlines()
+    readings = lambda line: re.sub(r"\d\dC|\d+W / |[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.\d", "#", line)  # noqa: E731
+    assert [readings(s) for s in sim_lines[1:]] == [readings(r) for r in real_lines[1:]]
+    header, row = (H200 / "nvidia-smi-query.csv").read_text().strip().splitlines()
+    sim_row = run(host, f"nvidia-smi --query-gpu={header.replace(' [MiB]', '').replace(' ', '')} "
+                        "--format=csv,noheader").stdout.strip()
+    assert sim_row.split(", ")[1:5] == row.split(", ")[1:5]  # name, compute_cap, driver, memory.total
+
+
+def test_gpu_models_are_named_as_people_write_them():
+    assert gpu_model_key("h100 80gb hbm3") == gpu_model_key("NVIDIA H100 80GB HBM3") == "H100 80GB HBM3"
+    assert gpu_model_key("A100") == "A100-SXM4-80GB" and gpu_model_key("rtx pro 6000") == "RTX PRO 6000 Blackwell"
+    with pytest.raises(ValueError, match=r"unknown GPU model 'B200'; the sim has: RTX PRO 6000 Blackwell, H100"):
+        gpu_model_key("B200")
+    with pytest.raises(ValueError, match="unknown GPU model 'H'"):  # H100 or H200: which one is not said
+        gpu_model_key("H")
+
+
+def test_a_driver_older_than_the_gpu_is_refused_before_anything_is_built(tmp_path):
+    with pytest.raises(ValueError, match=r"driver 550\.144\.03 is too old for the NVIDIA RTX PRO 6000 Blackwell "
+                                         r"Workstation Edition, which needs the 570 branch or newer"):
+        build_sim(tmp_path / "gpu", driver_version="550.144.03")
+    assert not (tmp_path / "gpu").exists()
+    goal = tmp_path / "goal.yaml"
+    goal.write_text("goal: g\nhosts:\n  - name: box\n    transport: sim\n"
+                    "    sim: {gpu_model: RTX PRO 6000 Blackwell, driver: \"550.144.03\"}\n")
+    with pytest.raises(GoalError) as refused:
+        load_goal(goal)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"{goal}:5: hosts[0].sim: driver 550.144.03 is too old")
+    assert "choose a driver of 570 or newer, or a GPU model it supports (H100 80GB HBM3, H200, A100-SXM4-80GB, " \
+           "L40S)" in message
+    goal.write_text("goal: g\nhosts:\n  - name: box\n    transport: sim\n    sim: {gpu_model: B200}\n")
+    with pytest.raises(GoalError, match=r"goal.yaml:5: hosts\[0\]\.sim\.gpu_model: unknown GPU model 'B200'"):
+        load_goal(goal)
+
+
+def test_the_driver_too_old_rehearsal_is_a_machine_that_exists(tmp_path):
+    """Its point stands (the 550 driver cannot run CUDA 13) on GPUs that driver supports."""
+    entry = load_goal(ROOT / "goals" / "driver-too-old.yaml").hosts[0]
+    spec, sim = host_spec(entry, sim_dir=tmp_path / "sims")
+    host = SimHost(spec)
+    rows = run(host, "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader").stdout.splitlines()
+    assert rows == ["NVIDIA H100 80GB HBM3, 550.144.03"] * 4
+    assert GPU_MODELS[sim.state()["gpu_model"]]["min_driver"] <= 550
+    assert "CUDA Version: 12.4" in run(host, "nvidia-smi").stdout
