@@ -18,12 +18,17 @@ class Budget(BaseModel):
     def max_wall_s(self) -> float | None:
         return self.minutes * 60 if self.minutes else None
 
-    def spent(self, turns: int, tokens: int, elapsed_s: float) -> str | None:
-        """Why no new turn may start (turns of this request, tokens and seconds of the session), or None."""
+    def spent(self, turns: int, tokens: int, elapsed_s: float, tokens_estimated: bool = False) -> str | None:
+        """Why no new turn may start (turns of this request, tokens and seconds of the session), or None.
+
+        `tokens_estimated`: some of the tokens were counted from the text's size, the server having
+        reported none; the message says so.
+        """
         if turns >= self.turns:
             return f"turn budget of {self.turns} reached"
         if self.tokens is not None and tokens >= self.tokens:
-            return f"token budget of {self.tokens} reached ({tokens} used)"
+            how = ", estimated from the text's size: the model server reports no usage" if tokens_estimated else ""
+            return f"token budget of {self.tokens} reached ({tokens} used{how})"
         if self.max_wall_s is not None and elapsed_s >= self.max_wall_s:
             return f"time budget of {self.max_wall_s:g} s reached"
         return None

@@ -1,8 +1,11 @@
 """The planner loop: one session, one message list, batches of tool calls.
 
     send(user text) -> step() until the model answers without tool calls
-    step(): ask the model -> prepare each call (validate, gate) -> run the batch -> append results
+    step(): ask the model -> prepare each call (scope, validate, gate) -> run the batch -> append results
     close(): the end event, once, whatever happened
+
+A reply the server cut off at its token limit is never a final answer: the model is asked to go
+on, a bounded number of times, and the request ends as "cut_off" when it never finishes.
 
 The batch itself (per-host order, cancel flags, the time budget) runs in agent/batch.py. The
 loop never prints: everything it does is an event, written to the transcript and passed to
@@ -14,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import time
 import weakref
 from dataclasses import dataclass
@@ -22,21 +26,31 @@ from typing import Any, Callable, Iterator
 from agent.batch import BatchRunner, CallResult, LiveToolRunner, PreparedCall, ToolRunner
 from agent.budget import Budget
 from agent.errors import interruption_reason
-from agent.model import Model, ModelError, ToolCall
+from agent.model import AssistantTurn, Model, ModelError, ToolCall
 from agent.record.transcript import TranscriptWriter
 from agent.safety.policy import Decision, SafetyPolicy, Verdict
 from tools.base import ArgumentError, ArtifactStore, BackupRecord, Registry, ToolError
 
 MAX_MALFORMED_TURNS = 3
+# Replies in a row the server may cut off at its token limit before the request ends as cut off.
+MAX_CUT_OFF_TURNS = 3
+
+# What the model reads for a call of a reply the server cut off.
+CUT_OFF_CALL = ("not run: your reply was cut off by the model server's limit on generated tokens before it ended, "
+                "so this call of it may be incomplete; send the calls again, fewer or shorter at once")
+# What the model reads after a reply the server cut off: the next turn goes on from there.
+GO_ON = "[your reply was cut off by the model server's limit on generated tokens; go on from exactly where it stopped]"
 
 
 @dataclass
 class Outcome:
     """How a `send` ended."""
 
-    status: str  # done | budget | malformed | model_error | interrupted | crashed
+    status: str  # done | budget | malformed | cut_off | model_error | interrupted | crashed
     reason: str = ""
     final_text: str = ""
+    kind: str = ""  # for model_error, what failed: ModelError.kind (config, rejected, context, server, unreachable,
+    # stopped)
 
 
 Listener = Callable[[dict], None]
@@ -75,6 +89,7 @@ class Session:
         self.store: dict[str, Any] = {}  # tool state shared across calls (run_bench's labels)
         self.turns = 0
         self.tokens = 0
+        self.tokens_estimated = False  # some turn's usage was estimated: the server reported none
         self.tool_calls = 0  # run
         self.calls_made = 0  # every call the model made, run or not
         self.skipped = self.malformed = 0
@@ -82,6 +97,8 @@ class Session:
         self.failed_calls = 0
         self.started = time.monotonic()
         self._malformed_streak = 0
+        self._cut_off_streak = 0
+        self._cut_off_text: list[str] = []  # what the model said in replies cut off, before it finished
         self._turns_at_send = 0
         self._schemas = registry.schemas()
         self._ended = False
@@ -128,8 +145,10 @@ class Session:
         self._add_message({"role": "user", "content": text})
         self.emit("note", kind="user", text=text)
         self._turns_at_send = self.turns  # the turn budget is per request; tokens and time are per session
+        self._cut_off_streak, self._cut_off_text = 0, []  # an earlier request's unfinished reply is not this one's
         while True:
-            over = self.budget.spent(self.turns - self._turns_at_send, self.tokens, time.monotonic() - self.started)
+            over = self.budget.spent(self.turns - self._turns_at_send, self.tokens, time.monotonic() - self.started,
+                                     tokens_estimated=self.tokens_estimated)
             outcome = Outcome("budget", over) if over else self.step()
             if outcome is not None:
                 self.ending = outcome
@@ -145,18 +164,25 @@ class Session:
             reply = self.model.complete(self.messages, self._schemas,
                                         on_text=lambda t: self.emit("text", record=False, turn=turn_no, text=t))
         except ModelError as e:
-            self.emit("model_error", turn=turn_no, error=str(e))
-            return Outcome("model_error", str(e))
+            # One line for the terminal; the server's whole answer for the record.
+            detail = {key: value for key, value in (("kind", e.kind), ("body", e.body)) if value}
+            self.emit("model_error", turn=turn_no, error=str(e), **detail)
+            return Outcome("model_error", str(e), kind=e.kind)
         self.tokens += reply.usage.total_tokens
+        self.tokens_estimated = self.tokens_estimated or reply.usage.estimated
+        for note in reply.notes:
+            self.emit("note", kind="model_server", text=note)
         self.emit("model_response", turn=turn_no, text=reply.text,
                   tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
                   usage=reply.usage.as_dict(), latency_s=round(reply.latency_s, 4),
                   finish_reason=reply.finish_reason, attempts=reply.attempts)
         self._add_message(reply.to_message())
+        self._cut_off_streak = self._cut_off_streak + 1 if reply.cut_off else 0
         if not reply.tool_calls:
-            return Outcome("done", "final answer", reply.text)
+            return self._answer(turn_no, reply)
+        self._cut_off_text = []  # the model acted instead of finishing what it was saying
 
-        batch = [self._prepare(turn_no, i, c) for i, c in enumerate(reply.tool_calls)]
+        batch = [self._prepare(turn_no, i, c, cut_off=reply.cut_off) for i, c in enumerate(reply.tool_calls)]
         self.calls_made += len(batch)
         self.malformed += sum(p.error is not None for p in batch)
         self.skipped += sum(p.decision is not None and p.decision.verdict is Verdict.SKIP for p in batch)
@@ -164,6 +190,8 @@ class Session:
         for p, r in zip(batch, results):
             self._add_message({"role": "tool", "tool_call_id": p.call.id, "content": r.content})
 
+        if reply.cut_off:
+            return self._cut_off_ends(reply)
         if any(p.error for p in batch):
             self._malformed_streak += 1
             if self._malformed_streak >= MAX_MALFORMED_TURNS:
@@ -172,29 +200,73 @@ class Session:
             self._malformed_streak = 0
         return None
 
+    def _answer(self, turn_no: int, reply: AssistantTurn) -> Outcome | None:
+        """A reply without tool calls: the final answer, or, cut off, a request to go on."""
+        if not reply.cut_off:
+            text, self._cut_off_text = "".join(self._cut_off_text) + reply.text, []
+            return Outcome("done", "final answer", text)
+        self._cut_off_text.append(reply.text)
+        ended = self._cut_off_ends(reply)
+        if ended is not None:
+            return ended
+        self.emit("note", kind="cut_off", turn=turn_no,
+                  text=f"the reply was cut off (finish_reason {reply.finish_reason!r}); the model is asked to go on")
+        self._add_message({"role": "user", "content": GO_ON})
+        return None
+
+    def _cut_off_ends(self, reply: AssistantTurn) -> Outcome | None:
+        """Cut off too many times in a row: the request ends as cut off, never as done."""
+        if self._cut_off_streak < MAX_CUT_OFF_TURNS:
+            return None
+        return Outcome("cut_off", f"the model's reply was cut off by the model server's limit on generated tokens "
+                                  f"{MAX_CUT_OFF_TURNS} times in a row (finish_reason {reply.finish_reason!r}): raise "
+                                  f"that limit (llama.cpp: --n-predict; vLLM and others: max_tokens)",
+                       "".join(self._cut_off_text))
+
     # ------------------------------------------------------------------ one call
 
-    def _prepare(self, turn_no: int, index: int, call: ToolCall) -> PreparedCall:
+    def _prepare(self, turn_no: int, index: int, call: ToolCall, cut_off: bool = False) -> PreparedCall:
         p = PreparedCall(index=index, call=call)
         tool = self.registry.get(call.name)
         base = {"turn": turn_no, "index": index, "call_id": call.id, "tool": call.name}
         if tool is None:
             p.error = (f"unknown tool {call.name!r}; available tools: {', '.join(self.registry.names())}")
+            return self._malformed(p, base)
+        p.tool = tool
+        if cut_off:
+            # The server stopped the reply at its token limit: a call of it may have lost its end, and
+            # what a server "repaired" of a cut command is not what the model meant to run.
+            p.error = CUT_OFF_CALL
         else:
-            p.tool = tool
             try:
                 p.args = tool.parse_args(call.arguments)
                 p.action = tool.action(p.args)
             except (ArgumentError, ToolError) as e:
                 p.error = str(e)
         if p.error is not None:
-            self.emit("tool_call", **base, arguments=call.arguments, error=p.error)
-            return p
+            # The scope comes before the arguments' details: a call naming a host outside the session is
+            # refused as such, whatever else is wrong with it (valid ones meet the gate's rule 1).
+            refusal = self.gate.refuse_out_of_scope(_host_named(call.arguments))
+            if refusal is not None:
+                return self._refused_before_validation(p, base, refusal)
+            return self._malformed(p, base)
         self.emit("tool_call", **base, arguments=p.args.model_dump(mode="json"))
         p.decision = self.gate.decide(call.name, p.action)
         self.emit("decision", **base, **p.decision.as_event())
         if not p.decision.allowed and p.decision.verdict is Verdict.DENY:
             self.refused.append(p.decision)
+        return p
+
+    def _malformed(self, p: PreparedCall, base: dict) -> PreparedCall:
+        self.emit("tool_call", **base, arguments=p.call.arguments, error=p.error)
+        return p
+
+    def _refused_before_validation(self, p: PreparedCall, base: dict, refusal: Decision) -> PreparedCall:
+        p.args = p.action = p.error = None
+        p.decision = refusal
+        self.emit("tool_call", **base, arguments=_arguments_for_record(p.call.arguments))
+        self.emit("decision", **base, **refusal.as_event())
+        self.refused.append(refusal)
         return p
 
     # ------------------------------------------------------------------ the batch
@@ -211,7 +283,7 @@ class Session:
             r = results[p.index]
             if r is None:
                 r = results[p.index] = CallResult(content="not run", ok=False, status="cancelled")
-            if r.status in ("error", "crashed"):
+            if r.status in ("error", "crashed") or _never_finished(r):
                 self.failed_calls += 1
             self.emit("tool_result", turn=turn_no, index=p.index, call_id=p.call.id, tool=p.call.name,
                       status=r.status, ok=r.ok, content=r.content, data=r.data, error=r.error,
@@ -253,6 +325,8 @@ class Session:
                    calls=self.calls_made, refused=len(self.refused), skipped=self.skipped, malformed=self.malformed,
                    failed=self.failed_calls,
                    duration_s=round(time.monotonic() - self.started, 3))
+        if self.tokens_estimated:
+            end["tokens_estimated"] = True
         self._ended = True
         try:
             if self.hosts is not None:
@@ -265,6 +339,39 @@ class Session:
                 if not self.transcript.closed:
                     self.emit("session_end", **end)
                 raise
+
+
+# A host named in arguments that do not parse: enough to judge the scope of a call cut short.
+_HOST_IN_TEXT = re.compile(r'"host"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _host_named(arguments: Any) -> str | None:
+    """The host a call names, read before its arguments are validated; None when it names none."""
+    data = arguments
+    if isinstance(arguments, str):
+        try:
+            data = json.loads(arguments)
+        except ValueError:
+            found = _HOST_IN_TEXT.search(arguments)
+            if found is None:
+                return None
+            try:
+                return json.loads(f'"{found.group(1)}"')
+            except ValueError:
+                return None
+    if isinstance(data, dict) and isinstance(data.get("host"), str):
+        return data["host"]
+    return None
+
+
+def _arguments_for_record(arguments: Any) -> Any:
+    """A refused call's arguments as the model sent them: the object when they parse, the text otherwise."""
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments
 
 
 def run_session(session: Session, text: str) -> Outcome:
@@ -284,3 +391,10 @@ def close_open_sessions(reason: str) -> None:
     """End every session still open (an interrupt that came before or after a caller's closing())."""
     for session in list(_OPEN):
         session.close("interrupted", reason)
+
+
+def _never_finished(r: CallResult) -> bool:
+    """A command whose connection dropped or that ran out of time did not do its step, though the
+    tool answered: it counts as a failed step (the verdict of a run without checks depends on it)."""
+    data = r.data if isinstance(r.data, dict) else {}
+    return bool(data.get("connection_lost") or data.get("timed_out"))

@@ -9,8 +9,10 @@ from agent.batch import CallResult, LiveToolRunner, PreparedCall
 from agent.errors import SessionConfigError
 from agent.host_specs import host_entry_from_flag, host_spec
 from agent.model import ToolCall
+from agent.record.redact import Redactor
 from agent.safety.policy import SafetyPolicy
 from app.exit_codes import ExitCode
+from app.ui.plain import LiveOutput
 from tools.base import ArgumentError, ArtifactStore, ToolContext
 from tools.hosts import HostPool
 from tools.ssh_exec import SSHExec
@@ -37,24 +39,23 @@ def exec_one(args) -> int:
               file=sys.stderr)
         return ExitCode.REFUSED
     pool = HostPool([spec])
-    def live(kind: str, data: dict) -> None:
-        if not args.json and kind == "output":
-            stream = sys.stdout if data.get("stream") == "stdout" else sys.stderr
-            stream.write(data.get("text", ""))
-            stream.flush()
-
-    ctx = ToolContext(hosts=pool, artifacts=ArtifactStore(None), emit=live)
+    redactor = Redactor()
+    # What the command prints reaches the terminal through the same redactor as every record.
+    live = (lambda kind, data: None) if args.json else LiveOutput(redactor=redactor)
+    ctx = ToolContext(hosts=pool, artifacts=ArtifactStore(None), emit=live, redact=redactor.text)
     try:
         result: CallResult = LiveToolRunner().run(PreparedCall(0, ToolCall("exec", tool.name, ""), tool, parsed,
                                                                action, decision), ctx)
     finally:
         pool.close()
+        if not args.json:
+            live.close()
     if not result.ok:
-        print(f"agent: {result.error}", file=sys.stderr)
+        print(f"agent: {redactor.text(result.error or '')}", file=sys.stderr)
         return ExitCode.FAILED
     data = result.data or {}
     if args.json:
-        print(json.dumps(data))
+        print(json.dumps(redactor.value(data)))
     if data.get("timed_out"):
         print(f"agent: timed out after {args.timeout:g}s; the remote process was killed", file=sys.stderr)
     if data.get("connection_lost"):

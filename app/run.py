@@ -38,7 +38,11 @@ def judge(outcome: Outcome, session: Session, checks_ok: bool | None) -> Verdict
     if outcome.status == "budget":
         return Verdict(ExitCode.BUDGET, "not met", outcome.reason)
     if outcome.status == "model_error":
-        return Verdict(ExitCode.MODEL, "not met", f"the model server failed: {outcome.reason}")
+        # A setting that cannot work (no key, an unknown model) is configuration; the rest is the server.
+        code = ExitCode.USAGE if outcome.kind == "config" else ExitCode.MODEL
+        return Verdict(code, "not met", f"the model server failed: {outcome.reason}")
+    if outcome.status == "cut_off":
+        return Verdict(ExitCode.FAILED, "not met", f"the model's reply was cut off: {outcome.reason}")
     if session.gate.plan:
         ok = outcome.status == "done"
         return Verdict(ExitCode.OK if ok else ExitCode.FAILED, "dry run",

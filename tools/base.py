@@ -131,16 +131,34 @@ class BackupRecord(BaseModel):
 
 
 class ArtifactStore:
-    """Whole outputs, kept as files beside the transcript; the model sees a truncation."""
+    """Whole outputs, kept as files beside the transcript; the model sees a truncation.
+
+    Callers pass text through the session's redactor (`ToolContext.redact`) before it is saved.
+    A write that fails (a full disk, a read-only filesystem) saves nothing, leaves no partial file
+    behind, and is remembered: the session's transcript writer looks it up (`failure`) and stops
+    the session at its next event, since its record is no longer whole. Later saves of the same
+    store are not tried.
+    """
+
+    # The first failed write of each store root, kept per process: the transcript writer gives the
+    # store its root (its own artifacts folder) but does not hold the store, so it looks it up here.
+    _failures: ClassVar[dict[Path, tuple[Path, OSError]]] = {}
 
     def __init__(self, root: Path | None):
         self.root = root
         self._lock = threading.Lock()
         self._counter = 0
 
+    @classmethod
+    def failure(cls, root: Path | None) -> tuple[Path, OSError] | None:
+        """The file that could not be written under `root`, and why; None if every write went through."""
+        if not cls._failures or root is None:
+            return None
+        return cls._failures.get(root)
+
     def save(self, name: str, data: bytes | str) -> str | None:
-        """Write one artifact and return its path relative to the store root (None if disabled)."""
-        if self.root is None:
+        """Write one artifact and return its path relative to the store root (None if disabled or failed)."""
+        if self.root is None or self.root in self._failures:
             return None
         if isinstance(data, str):
             data = data.encode()
@@ -148,18 +166,57 @@ class ArtifactStore:
         with self._lock:
             self._counter += 1
             rel = f"{self._counter:05d}-{safe}"
-        self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / rel).write_bytes(data)
+        target = self.root / rel
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        except OSError as e:
+            self._failed(target, e)
+            return None
         return f"{self.root.name}/{rel}"
 
     def subdir(self, name: str) -> tuple[Path, str] | None:
-        """A directory of its own beside the transcript (a backup's local copy), or None if disabled:
-        its path, and its name relative to the transcript's folder (what a record should keep)."""
-        if self.root is None:
+        """A directory of its own beside the transcript (a backup's local copy), or None if disabled
+        or it could not be made: its path, and its name relative to the transcript's folder (what a
+        record should keep)."""
+        if self.root is None or self.root in self._failures:
             return None
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-        (self.root / safe).mkdir(parents=True, exist_ok=True)
+        try:
+            (self.root / safe).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            self._failed(self.root / safe, e)
+            return None
         return self.root / safe, f"{self.root.name}/{safe}"
+
+    def save_folder(self, name: str, files: dict[str, bytes]) -> tuple[Path, str] | None:
+        """Files in a directory of their own beside the transcript (a backup's local copy), written
+        whole or not at all; as `subdir` returns, or None if disabled or a file could not be written."""
+        made = self.subdir(name)
+        if made is None:
+            return None
+        folder, _ = made
+        for file_name, data in files.items():
+            try:
+                (folder / file_name).write_bytes(data)
+            except OSError as e:
+                self._failed(folder / file_name, e)
+                for written in files:  # a copy that is not whole is no copy: none of it stays
+                    _remove(folder / written)
+                return None
+        return made
+
+    def _failed(self, target: Path, error: OSError) -> None:
+        _remove(target)  # a partial file would only take the space that the transcript's last lines need
+        ArtifactStore._failures.setdefault(self.root, (target, error))
+
+
+def _remove(path: Path) -> None:
+    try:
+        if path.is_file():
+            path.unlink()
+    except OSError:  # the disk that failed the write may fail this too; the failure is recorded already
+        pass
 
 
 class HostsProvider(Protocol):
@@ -464,11 +521,8 @@ def bound_for_record(data: Any, ctx: ToolContext, limit: int = RECORD_FIELD_LIMI
     if isinstance(data, str):
         if len(data) <= limit // 4 or len(data.encode("utf-8", "replace")) <= limit:
             return data
-        if artifact is None:
-            try:
-                artifact = ctx.artifacts.save(f"{ctx.call_id}-{where.rstrip('.') or 'text'}.txt", ctx.redact(data))
-            except OSError:  # a full disk must not lose the step's result: keep the head and tail only
-                artifact = None
+        if artifact is None:  # None too when it could not be saved: the session stops at its next event
+            artifact = ctx.artifacts.save(f"{ctx.call_id}-{where.rstrip('.') or 'text'}.txt", ctx.redact(data))
         return truncate_for_model(data, limit - 400, artifact=artifact)  # the marker line fits in the rest
     if isinstance(data, dict):
         return {key: bound_for_record(value, ctx, limit, f"{where}{key}.", data.get(f"{key}_artifact"))

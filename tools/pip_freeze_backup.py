@@ -222,14 +222,13 @@ class PipFreezeBackup(Tool):
         if not check.ok:
             raise ToolError(f"backup written to {remote} on {args.host} but it does not read back intact: "
                             f"{(check.stdout + check.stderr).strip()[-400:]}")
-        local = ctx.artifacts.subdir(f"backup-{backup_id}")
+        # The copy beside the transcript is redacted like the transcript (a freeze line can hold a
+        # token in a git URL); the host's copy stays whole, since a restore needs it. It is written
+        # whole or not at all: a full disk here ends the session with one line (the record's error).
+        copies = {n: ctx.redact(d.decode("utf-8", "replace")).encode() for n, d in files.items()}
+        local = ctx.artifacts.save_folder(f"backup-{backup_id}", copies)
         local_dir, local_rel = local if local is not None else (None, None)
         if local_dir is not None:
-            # The copy beside the transcript is redacted like the transcript (a freeze line can hold a
-            # token in a git URL); the host's copy stays whole, since a restore needs it.
-            copies = {n: ctx.redact(d.decode("utf-8", "replace")).encode() for n, d in files.items()}
-            for n, d in copies.items():
-                (local_dir / n).write_bytes(d)
             if any((local_dir / n).read_bytes() != d for n, d in copies.items()):
                 raise ToolError(f"the local copy of backup {backup_id} in {local_dir} does not read back intact")
         # local_rel is relative to the transcript's folder: a transcript moved with its artifacts still finds it.

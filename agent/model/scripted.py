@@ -8,17 +8,20 @@ from typing import Any, Callable, Iterable
 from agent.model.protocol import AssistantTurn, ModelError, ToolCall, Usage
 
 
-def turn(text: str = "", calls: Iterable[tuple[str, Any]] = (), usage: tuple[int, int] = (0, 0)) -> AssistantTurn:
+def turn(text: str = "", calls: Iterable[tuple[str, Any]] = (), usage: tuple[int, int] = (0, 0),
+         finish: str | None = None) -> AssistantTurn:
     """Build an assistant turn: `turn("done")`, `turn(calls=[("ssh_exec", {...}), ...])`.
 
     Arguments may be a dict (encoded as JSON) or a raw string (sent as is, e.g. malformed JSON).
+    `finish` is the server's finish reason ("length": cut off at its token limit); by default the
+    one a complete turn has.
     """
     tool_calls = [
         ToolCall(id=f"call_{i}", name=name, arguments=args if isinstance(args, str) else json.dumps(args))
         for i, (name, args) in enumerate(calls)
     ]
     return AssistantTurn(text=text, tool_calls=tool_calls, usage=Usage(*usage),
-                         finish_reason="tool_calls" if tool_calls else "stop")
+                         finish_reason=finish or ("tool_calls" if tool_calls else "stop"))
 
 
 class ScriptedModel:

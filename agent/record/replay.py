@@ -121,7 +121,8 @@ def turn_from_event(ev: dict, rewrite: Callable[[str], str] = lambda text: text)
     calls = [ToolCall(id=c["id"], name=c["name"], arguments=rewrite(c["arguments"])) for c in ev.get("tool_calls", [])]
     usage = ev.get("usage") or {}
     return AssistantTurn(text=rewrite(ev.get("text") or ""), tool_calls=calls,
-                         usage=Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)),
+                         usage=Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
+                                     estimated=bool(usage.get("estimated"))),
                          latency_s=ev.get("latency_s", 0.0), finish_reason=ev.get("finish_reason"))
 
 

@@ -3,133 +3,34 @@
 Every line is a JSON object with `v` (schema version), `seq`, `t` (unix time), `type`,
 `prev` (sha256 of the previous line's bytes; "" for the first) and the event's fields.
 Lines are flushed as they are written, so a crash loses at most the line being written,
-and `close()` always writes a `session_end` event.
+and `close()` always writes a `session_end` event. Every event passes through the one
+redactor (agent/record/redact.py) before it is written.
+
+A record that cannot be written (a full disk, a read-only filesystem, an I/O error; the
+transcript or an artifact beside it) raises `RecordWriteError` with one line saying what to
+do. From then on only the `session_end` is still tried: a session must not run steps it
+cannot record, and the lines already written stay a valid chain.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
-import re
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
+from agent.errors import RecordWriteError
+
+# The redactor's home is agent/record/redact.py; these names stay importable from here.
+from agent.record.redact import REDACTED, Redactor, StreamRedactor  # noqa: F401
+from tools.base import ArtifactStore
+
 SCHEMA_VERSION = 1
-
-# --------------------------------------------------------------------------- redaction
-
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
-_PATTERNS = [
-    # KEY=value / TOKEN: value forms in commands, env dumps and config files.
-    # `==` is a version pin (`tiktoken==0.14.0`), not an assignment.
-    # Name parts are bounded so a long run like "keykeykey..." costs linear time, not quadratic.
-    # The name ends with the secret word or a _SUFFIX after it (API_KEY_ID), so a tokenizer=, a
-    # "Total input tokens:" or a max_total_num_tokens= is not taken for a secret.
-    re.compile(r"(?i)\b([A-Z0-9_]{0,40}(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)(?:_[A-Z0-9]{1,20}){0,2})"
-               r"(\s*[=:](?!=)\s*)([\"']?)([^\s\"']{4,})"),
-    # JSON forms: {"token": "..."} and the name/value pairs of an environment ({"name": "X_KEY", "value": "..."}).
-    re.compile(r'(?i)("[a-z0-9_-]{0,40}(?:key|token|secret|password|passwd|auth)"\s*:\s*")([^"]{4,})(")'),
-    re.compile(r'(?i)("name"\s*:\s*"[a-z0-9_]{0,40}(?:key|token|secret|password|passwd)[a-z0-9_]{0,40}"\s*,\s*"value"\s*:\s*")([^"]*)(")'),
-    re.compile(r"(?i)\b(authorization\s*[:=]\s*)(bearer|basic|token)?\s*[^\s\"',]+"),
-    re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),  # OpenAI-style keys
-    re.compile(r"\b(?:ghp|gho|ghs|github_pat|hf|xox[abp])_[A-Za-z0-9_]{16,}"),  # GitHub, Hugging Face, Slack
-    re.compile(r"(?i)(--password[= ]|--token[= ]|--api-key[= ])(\S+)"),
-    re.compile(r"(://[^/\s:@]+:)([^@\s/]+)(@)"),  # passwords in URLs
-]
-REDACTED = "[REDACTED]"
-# Every pattern above needs one of these fragments; text without any is left alone quickly.
-_MAYBE_SECRET = re.compile(r"(?i)key|token|secret|passw|auth|bearer|sk-|ghp_|gho_|ghs_|github_pat|hf_|xox|://")
-
-
-class Redactor:
-    """Removes secrets from text: known secret values, and anything shaped like a credential."""
-
-    def __init__(self, secrets: list[str] | None = None, environ: dict[str, str] | None = None):
-        env = os.environ if environ is None else environ
-        values = {v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= 6}
-        values.update(s for s in (secrets or []) if s and len(s) >= 6)
-        # Longest first, so a secret containing another is removed whole.
-        self._values = sorted(values, key=len, reverse=True)
-
-    def add(self, secret: str) -> None:
-        if secret and len(secret) >= 6 and secret not in self._values:
-            self._values.append(secret)
-            self._values.sort(key=len, reverse=True)
-
-    def text(self, s: str) -> str:
-        if len(s) < 6:  # too short to hold a credential
-            return s
-        for v in self._values:
-            if v in s:
-                s = s.replace(v, REDACTED)
-        if _MAYBE_SECRET.search(s) is None:  # one scan rules out the common case
-            return s
-        p = _PATTERNS
-        s = p[0].sub(_assignment, s)
-        s = p[1].sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", s)
-        s = p[2].sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", s)
-        s = p[3].sub(lambda m: f"{m.group(1)}{REDACTED}", s)
-        s = p[4].sub(lambda m: f"{m.group(1)} {REDACTED}", s)
-        s = p[5].sub(REDACTED, s)
-        s = p[6].sub(REDACTED, s)
-        s = p[7].sub(lambda m: f"{m.group(1)}{REDACTED}", s)
-        s = p[8].sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", s)
-        return s
-
-    def value(self, obj: Any) -> Any:
-        """Redact every string inside a JSON-like value; keys named like secrets lose their value."""
-        t = type(obj)
-        if t is str:
-            return self.text(obj)
-        if t is dict:
-            out = {}
-            for k, v in obj.items():
-                tv = type(v)
-                if tv is str:
-                    out[k] = REDACTED if v and _secret_key(k) else self.text(v)
-                elif tv in _SCALARS:
-                    out[k] = v
-                else:
-                    out[k] = self.value(v)
-            return out
-        if t is list or t is tuple:
-            return [self.value(v) for v in obj]
-        return obj
-
-
-# A count of tokens is a figure, not a credential: max_token=512, TOKEN_LIMIT: 8192.
-_FIGURE = re.compile(r"[0-9][0-9.,]*[,;)]?|None|True|False|null|true|false")
-
-
-def _assignment(m: re.Match) -> str:
-    name, value = m.group(1), m.group(4)
-    if "token" in name.lower() and "key" not in name.lower() and _FIGURE.fullmatch(value):
-        return m.group(0)
-    return f"{name}{m.group(2)}{m.group(3)}{REDACTED}"
-
-
-_SCALARS = (int, float, bool, type(None))
-_secret_keys: dict[Any, bool] = {}
-
-
-# A mapping key that names a secret: it ends with the secret word (api_key, access_token, password);
-# "tokenizer", "total_input_tokens" or "keyboard" do not.
-_SECRET_KEY = re.compile(r"(?i)(?:^|[_-])(?:api[_-]?)?(?:key|token|secret|password|passwd|credentials?|auth)$"
-                         r"|^(?:authorization|apikey|passphrase)$")
-
-
-def _secret_key(key: Any) -> bool:
-    """Whether a mapping key names a secret (cached: sessions use few distinct keys)."""
-    hit = _secret_keys.get(key)
-    if hit is None:
-        hit = _secret_keys[key] = isinstance(key, str) and _SECRET_KEY.search(key) is not None
-    return hit
-
 
 # --------------------------------------------------------------------------- writing
 
@@ -166,18 +67,28 @@ class TranscriptWriter:
         self._pending: _Pending | None = None
         self._closed = False
         self._file = None
+        # Why the record can no longer be kept whole (the first reason), once that happened.
+        self._failure: str | None = None
+        self._artifacts = self.artifacts_dir
         if path is not None:
+            self._file = self._open(path)
+
+    def _open(self, path: Path):
+        try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            if path.exists() and path.stat().st_size:
-                raise FileExistsError(f"transcript {path} already exists; choose another path")
-            self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - held for the session
+            taken = path.exists() and path.stat().st_size > 0
+            if not taken:
+                return open(path, "ab", buffering=0)  # noqa: SIM115 - held for the session
+        except OSError as e:
+            raise RecordWriteError(write_failure_line(f"the transcript {path}", path, e)) from None
+        raise FileExistsError(f"transcript {path} already exists; choose another path")
 
     @property
     def closed(self) -> bool:
         if self._pending is not None:  # a write cut short: was it the session_end?
             with self._lock:
                 if self._pending is not None:
-                    self._settle()
+                    self._settle_or_fail()
         return self._closed
 
     @property
@@ -185,18 +96,28 @@ class TranscriptWriter:
         return None if self.path is None else self.path.with_suffix("").with_name(self.path.stem + ".artifacts")
 
     def write(self, type_: str, **fields: Any) -> dict:
-        """Write one event and return it (as written: redacted)."""
+        """Write one event and return it (as written: redacted).
+
+        RecordWriteError when the line cannot be written, and for every event but a session_end
+        once one could not be. An artifact of this transcript that could not be written raises it
+        too, after the next event is written (when it still can be: it records what happened).
+        """
         with self._lock:
             if self._pending is not None:
-                self._settle()
+                self._settle_or_fail()
             if self._closed:
                 raise RuntimeError("transcript is closed")
+            if self._failure is not None and type_ != "session_end":
+                raise RecordWriteError(self._failure)
+            artifact_lost = self._artifact_lost()
             prev, seq, size = self._chain
             event = {"v": SCHEMA_VERSION, "seq": seq, "t": round(time.time(), 6), "type": type_, "prev": prev}
             event.update(self.redactor.value(fields))
             if self._file is None:
                 self._chain = (prev, seq + 1, size)
                 self._closed = type_ == "session_end"
+                if artifact_lost:
+                    raise RecordWriteError(self._failure)
                 return event
             try:
                 line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_json_default).encode()
@@ -204,16 +125,42 @@ class TranscriptWriter:
                 line = json.dumps(event, ensure_ascii=True, separators=(",", ":"), default=_json_default).encode()
             pending = self._pending = _Pending(size, len(line) + 1, line_hash(line), seq + 1, type_ == "session_end")
             try:
-                written = self._file.write(line + b"\n")  # unbuffered: on disk (page cache) when this returns
-            except OSError:
-                self._settle()  # a partial line is cut off now; the error is the caller's
-                raise
+                self._write_whole(line + b"\n")  # unbuffered: on disk (page cache) when this returns
+            except OSError as e:
+                failure = self._failed(f"event {seq}, {type_}", e)
+                self._settle_or_fail()  # a partial line is cut off now
+                raise failure from None
             # An interrupt from here on leaves `_pending` set, and the next write settles by the file's size.
-            if written != pending.length:
-                self._settle()
-                raise OSError(f"short write to {self.path}: {written} of {pending.length} bytes; the line was cut off")
             self._advance(pending)
+            if artifact_lost:  # this event is kept (it says what happened); the session stops here
+                raise RecordWriteError(self._failure)
             return event
+
+    def _write_whole(self, data: bytes) -> None:
+        """All of `data`, or the OS's reason why not: a write cut short by a filling disk is followed
+        by one for the rest, which then fails with ENOSPC (or goes through)."""
+        written = self._file.write(data)
+        while written < len(data):
+            more = self._file.write(data[written:])
+            if not more:
+                raise OSError(errno.EIO, f"the file took {written} of {len(data)} bytes and no more")
+            written += more
+
+    def _failed(self, what: str, error: OSError) -> RecordWriteError:
+        """Remember that the record cannot be kept (the first reason stands) and give the error to raise."""
+        if self._failure is None:
+            self._failure = write_failure_line(f"the transcript {self.path} ({what})", self.path, error)
+        return RecordWriteError(self._failure)
+
+    def _artifact_lost(self) -> bool:
+        """Whether an artifact of this transcript could not be written since the last event: that stops
+        the session as a line that cannot be written does (and it was the first failure, so it is named)."""
+        failed = ArtifactStore.failure(self._artifacts)
+        if failed is None or self._failure is not None:
+            return False
+        target, error = failed
+        self._failure = write_failure_line(f"the artifact {target}", target, error)
+        return True
 
     def _advance(self, pending: _Pending) -> None:
         self._chain = (pending.digest, pending.seq_after, pending.size_before + pending.length)
@@ -221,6 +168,12 @@ class TranscriptWriter:
             self._closed = True
             self._file.close()
         self._pending = None
+
+    def _settle_or_fail(self) -> None:
+        try:
+            self._settle()
+        except OSError as e:  # the file cannot even be measured or cut: the disk itself failed
+            raise self._failed("cutting off a partial line", e) from None
 
     def _settle(self) -> None:
         """Move the chain on if the pending line is whole in the file; cut it off if it is partial.
@@ -239,6 +192,38 @@ class TranscriptWriter:
             if size != pending.size_before:
                 os.ftruncate(self._file.fileno(), pending.size_before)
         self._pending = None
+
+
+def write_failure_line(what: str, path: Path, error: OSError) -> str:
+    """One line for a record that could not be written: what, the OS's reason, and what to do."""
+    name = errno.errorcode.get(error.errno or 0)
+    reason = f"{error.strerror or error}" + (f" ({name})" if name else "")
+    return f"could not write {what}: {reason}; {_what_to_do(error.errno, Path(path))}"
+
+
+def _what_to_do(code: int | None, path: Path) -> str:
+    where = _filesystem_of(path)
+    if code == errno.ENOSPC:
+        return f"free space on {where} or choose another path with --transcript"
+    if code == errno.EDQUOT:
+        return f"free space within your disk quota on {where} or choose another path with --transcript"
+    if code == errno.EROFS:
+        return f"{where} is mounted read-only: choose another path with --transcript"
+    if code in (errno.EACCES, errno.EPERM):
+        return f"{path.parent} is not writable by this user: choose another path with --transcript"
+    if code == errno.EIO:
+        return f"the disk under {where} reported an I/O error (see dmesg): choose another path with --transcript"
+    return "choose another path with --transcript"
+
+
+def _filesystem_of(path: Path) -> Path:
+    """The mount point of the filesystem that holds `path` (or would hold it)."""
+    here = Path(os.path.abspath(path))
+    while not os.path.exists(here) and here != here.parent:
+        here = here.parent
+    while not os.path.ismount(here) and here != here.parent:
+        here = here.parent
+    return here
 
 
 def _json_default(o: Any) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agent.model.protocol import CUT_OFF_REASONS
 from agent.record.transcript import iter_events, verify
 from agent.report.data import Backup, Comparison, PackageChange, PackageDiff, Report, Step, ToolkitRow, ToolkitView
 from tools.pip_freeze_backup import parse_freeze
@@ -28,6 +29,7 @@ def build_report(path: Path) -> Report:
     final_answer = final_turn = None
     answered = False
     end = goal_result = None
+    cut_pieces: list[str] = []
     final_states: dict[str, dict] = {}
     checks: list[dict] = []
     timeline: list[tuple[str, Any]] = []
@@ -42,8 +44,15 @@ def build_report(path: Path) -> Report:
             timeline.append(("note", ev))
         elif t == "model_response":
             # The answer is what the model said when it stopped calling tools; failing that, its last words.
-            if (ev.get("text") or "").strip() and (not ev.get("tool_calls") or not answered):
-                final_answer, final_turn, answered = ev["text"], ev.get("turn"), not ev.get("tool_calls")
+            # A reply cut off by a token limit is no answer: the model was asked to go on, and its
+            # pieces make one answer with what it said next.
+            text = ev.get("text") or ""
+            if ev.get("finish_reason") in CUT_OFF_REASONS:
+                cut_pieces.append(text)
+            else:
+                text, cut_pieces = "".join(cut_pieces) + text, []
+                if text.strip() and (not ev.get("tool_calls") or not answered):
+                    final_answer, final_turn, answered = text, ev.get("turn"), not ev.get("tool_calls")
             timeline.append(("model", ev))
         elif t == "model_error":
             timeline.append(("model_error", ev))

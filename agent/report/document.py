@@ -30,7 +30,7 @@ class Code:
 @dataclass(frozen=True)
 class Mark:
     text: str
-    tone: str  # ok | bad
+    tone: str  # ok | bad | warn
 
 
 Inline = Any  # str | Code | Mark | list[Inline]
@@ -219,8 +219,10 @@ def document(r: Report) -> list[Any]:
         doc.append(Heading(3, "Outcome"))
         if r.goal_result:
             g = r.goal_result
-            doc.append(Para([Mark("Goal met", "ok") if g.get("met") else Mark("Goal NOT met", "bad"),
-                             f" (exit code {num(g.get('exit_code'))}): {g.get('reason') or ''}"]))
+            head = {"met": Mark("Goal met", "ok"), "unverified": Mark("Goal unverified", "warn"),
+                    "dry run": Mark("Dry run", "warn")}.get(g.get("verdict") or ("met" if g.get("met") else ""),
+                                                             Mark("Goal NOT met", "bad"))
+            doc.append(Para([head, f" (exit code {num(g.get('exit_code'))}): {g.get('reason') or ''}"]))
         if r.checks:
             doc.append(Table(["No.", "Check", "Spec", "Result", "Detail"],
                              [[num(c.get("index")), str(c.get("kind")), Code(spec_text(c.get("spec"))),
@@ -305,13 +307,15 @@ def _summary(r: Report, claims: ClaimCheck) -> Facts:
         rows += [("Ended", stamp(e.get("t"))),
                  ("Status", [Mark(str(e.get("status")), "ok" if e.get("status") == "done" else "bad"),
                              f": {e['reason']}" if e.get("reason") else ""]),
-                 ("Totals", f"{e.get('turns')} turns, {e.get('tool_calls')} tool calls run, {e.get('refused')} "
-                            f"refused, {e.get('failed')} failed, {e.get('tokens')} tokens, "
+                 ("Totals", f"{e.get('turns')} turns, {e.get('calls', e.get('tool_calls'))} calls proposed "
+                            f"({e.get('tool_calls')} run, {e.get('refused')} refused, {e.get('malformed', 0)} malformed, "
+                            f"{e.get('failed')} failed), {e.get('tokens')} tokens"
+                            f"{' (estimated: the model server reported no usage)' if e.get('tokens_estimated') else ''}, "
                             f"{num(e.get('duration_s'))} s")]
     else:
         rows.append(("Status", Mark("no end event: the session did not close its transcript", "bad")))
     if r.goal_result:
-        rows.append(("Goal", Mark("met", "ok") if r.goal_result.get("met") else Mark("NOT met", "bad")))
+        rows.append(("Goal", _goal_mark(r.goal_result)))
     if r.final_answer:
         rows.append(("Final answer", claims_mark(claims)))
     return Facts(rows)
@@ -424,3 +428,15 @@ def _rollback(r: Report) -> list[Any]:
         if cmds:
             doc += [Heading(3, ["CUDA toolkits on ", Code(v.host)]), Block("\n".join(cmds), "sh")]
     return doc
+
+
+def _goal_mark(result: dict) -> Mark:
+    """The verdict as the run judged it from the record; "unverified" when no check could prove it."""
+    verdict = result.get("verdict") or ("met" if result.get("met") else "not met")
+    if verdict == "met":
+        return Mark("met", "ok")
+    if verdict == "unverified":
+        return Mark("unverified: no success check proved it", "warn")
+    if verdict == "dry run":
+        return Mark("dry run: nothing was changed", "warn")
+    return Mark("NOT met", "bad")

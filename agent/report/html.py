@@ -35,7 +35,7 @@ from agent.report.document import (
 )
 
 _CSS = """
-:root { --fg: #1b1f23; --muted: #57606a; --line: #d0d7de; --soft: #f6f8fa; --ok: #1a7f37; --bad: #cf222e; }
+:root { --fg: #1b1f23; --muted: #57606a; --line: #d0d7de; --soft: #f6f8fa; --ok: #1a7f37; --bad: #cf222e; --warn: #9a6700; }
 * { box-sizing: border-box; }
 body { margin: 0; font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg);
        background: #fff; }
@@ -59,6 +59,7 @@ dt { font-weight: 600; color: var(--muted); }
 dd { margin: 0; overflow-wrap: anywhere; }
 .ok { color: var(--ok); font-weight: 600; }
 .bad { color: var(--bad); font-weight: 600; }
+.warn { color: var(--warn); font-weight: 600; }
 figure.chart { max-width: 680px; margin: 8px 0; }
 figure.chart svg { width: 100%; height: auto; display: block; }
 ol.timeline { list-style: none; padding: 0; margin: 0; }

@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from agent.errors import RecordWriteError
+from agent.record.transcript import write_failure_line
 from agent.report.build import build_report
 from agent.report.data import Report
 from agent.report.document import Block, Bullets, Code, Facts, Heading, Inline, Mark, Para, Steps, Table, document, secs
@@ -87,5 +89,9 @@ def report_path(transcript: Path) -> Path:
 def write_report(transcript: Path) -> Path:
     """Write `<transcript stem>.report.md` beside the transcript and return its path."""
     out = report_path(transcript)
-    out.write_text(render_markdown(build_report(Path(transcript))), encoding="utf-8")
+    text = render_markdown(build_report(Path(transcript)))
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as e:  # a full disk under the report is one line, as under the transcript
+        raise RecordWriteError(write_failure_line(f"the report {out}", out, e)) from None
     return out

@@ -171,15 +171,27 @@ class SafetyPolicy:
         return {"scope": sorted(self.scope), "mode": self.mode, "plan": self.plan,
                 "authorizations": [a.model_dump(exclude_defaults=True) for a in self.authorizations]}
 
+    def refuse_out_of_scope(self, host: str | None, subject: str = "") -> Decision | None:
+        """Rule 1 on its own: the refusal of a call naming a host outside the scope, or None.
+
+        The loop asks it before a call's arguments are validated, so a call to a foreign host is
+        refused as out of scope whatever else is wrong with it.
+        """
+        if host is None or host in self.scope:
+            return None
+        risk = Risk(cls=RiskClass.FORBIDDEN, rule="scope", reason="host outside the session")
+        return Decision(Verdict.DENY, risk, "out-of-scope",
+                        f"host {host!r} is not one of this session's hosts "
+                        f"({', '.join(sorted(self.scope)) or 'none'}); only the operator can add a host",
+                        host=host, subject=subject)
+
     def decide(self, tool: str, action: Action) -> Decision:
         def verdict(v: Verdict, risk: Risk, rule: str, reason: str, **kw: Any) -> Decision:
             return Decision(v, risk, rule, reason, host=action.host, subject=action.subject, **kw)
 
-        if action.host is not None and action.host not in self.scope:
-            risk = Risk(cls=RiskClass.FORBIDDEN, rule="scope", reason="host outside the session")
-            return verdict(Verdict.DENY, risk, "out-of-scope",
-                           f"host {action.host!r} is not one of this session's hosts "
-                           f"({', '.join(sorted(self.scope)) or 'none'}); only the operator can add a host")
+        out_of_scope = self.refuse_out_of_scope(action.host, action.subject)
+        if out_of_scope is not None:
+            return out_of_scope
         risk = classify_action(action)
         if risk.reaches is not None:
             return verdict(Verdict.DENY, risk, "out-of-scope",

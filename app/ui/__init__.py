@@ -9,8 +9,12 @@ The two chat views (`TerminalView`, `PlainView`) share one small surface that ap
 uses: the listener itself, `busy()` / `paused()` around work and prompts, `info`, `warn`,
 `card`, `table` and `read_line`. `make_view` picks one of them.
 
+Everything they print is redacted: recorded events by the transcript writer, the rest (live
+output, the model's streamed text, progress, the chat's own lines) by the view itself, with the
+same redactor (agent/record/redact.py).
+
 The modules: common.py (what both views show: approval rows, progress, output tails),
-plain.py (`PlainPrinter`, `PlainView`, `JsonLines`), terminal.py (`TerminalView`: its state,
+plain.py (`PlainPrinter`, `PlainView`, `JsonLines`, `LiveOutput`), terminal.py (`TerminalView`: its state,
 the Live region and the locks) and format.py (the terminal's styles and pure renderers).
 """
 
@@ -21,18 +25,24 @@ from typing import IO
 
 from rich.console import Console
 
+from agent.record.redact import Redactor
 from app.ui.common import OutputTail, approval_rows, progress_label, progress_numbers
-from app.ui.plain import JsonLines, PlainPrinter, PlainView
+from app.ui.plain import JsonLines, LiveOutput, PlainPrinter, PlainView
 from app.ui.terminal import TerminalView
 
-__all__ = ["JsonLines", "OutputTail", "PlainPrinter", "PlainView", "TerminalView", "approval_rows", "make_view",
-           "progress_label", "progress_numbers"]
+__all__ = ["JsonLines", "LiveOutput", "OutputTail", "PlainPrinter", "PlainView", "TerminalView", "approval_rows",
+           "make_view", "progress_label", "progress_numbers"]
 
 
 def make_view(plain: bool = False, out: IO[str] | None = None, inp: IO[str] | None = None,
-              use_readline_markers: bool = False) -> TerminalView | PlainView:
-    """The rich terminal view, or plain lines when output is not a terminal, TERM=dumb, or asked for."""
+              use_readline_markers: bool = False, redactor: Redactor | None = None) -> TerminalView | PlainView:
+    """The rich terminal view, or plain lines when output is not a terminal, TERM=dumb, or asked for.
+
+    `redactor` is the session's (its transcript writer's), when the caller has it; otherwise one
+    with the same rules and the secrets of this process's environment.
+    """
     console = Console(file=out) if out is not None else Console()
+    redactor = redactor or Redactor()
     if plain or not console.is_terminal or console.is_dumb_terminal:
-        return PlainView(out=out or sys.stdout, inp=inp)
-    return TerminalView(console, use_readline_markers=use_readline_markers)
+        return PlainView(out=out or sys.stdout, inp=inp, redactor=redactor)
+    return TerminalView(console, use_readline_markers=use_readline_markers, redactor=redactor)

@@ -1,11 +1,16 @@
 """What both chat views show: the rows of an approval card, progress in a few words, and the last
-lines of a call's live output."""
+lines of a call's live output.
+
+Everything a view prints passes through the one redactor (agent/record/redact.py): recorded
+events come redacted by the transcript writer; live output, the model's streamed text, progress
+and the chat's own lines (cards, tables, notes) are redacted here, by the view."""
 
 from __future__ import annotations
 
 import time
 from collections import deque
 
+from agent.record.redact import Redactor, StreamRedactor
 from agent.safety.policy import ApprovalRequest
 from app.exit_codes import MEANINGS
 
@@ -26,6 +31,11 @@ def approval_rows(request: ApprovalRequest) -> list[tuple[str, str]]:
     else:
         rows.append(("backup", "none"))
     return rows
+
+
+def redacted_card(redactor: Redactor, title: str, rows: list[tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:
+    """A card's title and rows as they may be shown: an approval's command can hold a credential."""
+    return redactor.text(title), [(label, redactor.text(str(value))) for label, value in rows]
 
 
 def progress_numbers(data: dict) -> tuple[float, float] | None:
@@ -56,35 +66,45 @@ def progress_label(data: dict) -> str:
 
 
 class OutputTail:
-    """The last lines of one call's live output; the whole output is in the transcript's artifacts.
+    """The last lines of one call's live output, redacted; the whole output is in the transcript's artifacts.
 
     Chunks arrive split anywhere; a carriage return (progress bars of pip, curl, wget) starts
-    the line over, as a terminal would show it.
+    the line over, as a terminal would show it. Lines are redacted as they complete (a key block
+    over several lines included); the line still arriving shows only what is safe so far.
     """
 
-    MAX_PARTIAL = 4096  # a line without a newline (a spinner) cannot grow without bound
+    MAX_PARTIAL = 4096  # characters of a line without a newline (a spinner) that are shown
 
-    def __init__(self, keep: int):
+    def __init__(self, keep: int, redactor: Redactor | None = None):
         self.lines: deque[str] = deque(maxlen=keep)
-        self.partial = ""
+        self.stream = StreamRedactor(redactor or Redactor())
         self.total = 0  # complete lines seen
 
     def add(self, text: str) -> None:
-        pieces = (self.partial + text).split("\n")
-        for line in pieces[:-1]:
-            self.lines.append(line.rsplit("\r", 1)[-1])
+        for line in self.stream.feed(text):
+            self.lines.append(line)
             self.total += 1
-        self.partial = pieces[-1].rsplit("\r", 1)[-1][-self.MAX_PARTIAL:]
+
+    def finish(self) -> None:
+        """The output is over: its last line, even without a newline, is whole now."""
+        for line in self.stream.finish():
+            self.lines.append(line)
+            self.total += 1
+
+    @property
+    def partial(self) -> str:
+        return self.stream.preview()[-self.MAX_PARTIAL:]
 
     def tail(self, n: int) -> list[str]:
         lines = list(self.lines)
-        if self.partial:
-            lines.append(self.partial)
+        partial = self.partial
+        if partial:
+            lines.append(partial)
         return lines[-n:] if n > 0 else []
 
     @property
     def count(self) -> int:
-        return self.total + (1 if self.partial else 0)
+        return self.total + (1 if self.stream.partial else 0)
 
 
 def session_summary(ev: dict) -> str:
@@ -107,5 +127,16 @@ def check_line(ev: dict) -> str:
 def verdict_line(ev: dict) -> str:
     """The run's verdict: met or not, why, and what the exit code means."""
     code = ev.get("exit_code")
-    head = "GOAL MET" if ev.get("met") else "GOAL NOT MET"
-    return f"{head}: {ev.get('reason')} (exit code {code}: {MEANINGS.get(code, 'see agent --help')})"
+    verdict = ev.get("verdict") or ("met" if ev.get("met") else "not met")
+    head = {"met": "GOAL MET", "unverified": "GOAL UNVERIFIED", "dry run": "DRY RUN",
+            "not started": "NOT STARTED"}.get(verdict, "GOAL NOT MET")
+    meaning = "done, but nothing proved the goal" if verdict == "unverified" else MEANINGS.get(code, "see agent --help")
+    return f"{head}: {ev.get('reason')} (exit code {code}: {meaning})"
+
+
+# Notes from the loop worth a line on the terminal: how the model server was met, replies cut off.
+SHOWN_NOTES = ("model_server", "cut_off")
+
+
+def note_line(ev: dict) -> str | None:
+    return f"  note: {ev.get('text')}" if ev.get("kind") in SHOWN_NOTES and ev.get("text") else None

@@ -1,5 +1,9 @@
 """Plain lines: one readable line per step for pipes, logs and dumb terminals (`PlainPrinter`), the
-chat in plain lines (`PlainView`), and every recorded event as a JSON line for programs (`JsonLines`)."""
+chat in plain lines (`PlainView`), every recorded event as a JSON line for programs (`JsonLines`),
+and one command's live output as it comes (`LiveOutput`, for `agent exec`).
+
+Recorded events arrive redacted by the transcript writer; what is not recorded (live output,
+progress) and the chat's own lines are redacted here, with the same redactor."""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ import sys
 import threading
 from typing import IO, Iterator
 
-from app.ui.common import check_line, progress_label, session_summary, verdict_line
+from agent.record.redact import Redactor, StreamRedactor
+from app.ui.common import check_line, note_line, progress_label, redacted_card, session_summary, verdict_line
 
 _ICONS = {"allow": "+", "deny": "x", "skip": "~"}
 
@@ -26,14 +31,16 @@ class PlainPrinter:
     No colours and no cursor movement: fit for pipes, logs and dumb terminals.
     """
 
-    def __init__(self, out: IO[str] | None = None, live: bool = False, full_text: bool = False):
+    def __init__(self, out: IO[str] | None = None, live: bool = False, full_text: bool = False,
+                 redactor: Redactor | None = None):
         self.out = out or sys.stdout
         self.live = live
         self.full_text = full_text
+        self.redactor = redactor or Redactor()
         # Re-entrant: a line printed from a signal handler in the thread that holds it must not hang.
         self._lock = threading.RLock()
         self._last_progress: dict[str, str] = {}
-        self._partial: dict[str, str] = {}  # call_id -> the start of a line whose end has not come yet
+        self._streams: dict[str, StreamRedactor] = {}  # call_id -> its live output, a whole line at a time
 
     def __call__(self, ev: dict) -> None:
         with self._lock:  # one event at a time: per-call buffers, and lines never interleaved
@@ -61,6 +68,9 @@ class PlainPrinter:
             return "\n".join(parts) or None
         if t == "model_error":
             return f"model error: {ev.get('error')}"
+        if t == "note":
+            line = note_line(ev)
+            return self.redactor.text(line) if line else None
         if t == "tool_call" and ev.get("error"):
             return f"  ! {ev['tool']}: malformed call: {_short(ev['error'])}"
         if t == "decision":
@@ -70,23 +80,25 @@ class PlainPrinter:
                     f"[{ev['risk']}; {ev['verdict']}: {ev['rule']}{who}]")
         if t == "tool_result":
             self._last_progress.pop(ev.get("call_id", ""), None)
-            rest = self._partial.pop(ev.get("call_id", ""), "")
+            stream = self._streams.pop(ev.get("call_id", ""), None)
+            rest = stream.finish() if stream is not None else []
             status = ev.get("status")
             extra = f": {_short(ev.get('error') or ev.get('content', ''), 120)}" if status not in ("ok",) else ""
             line = f"  = {ev['tool']} {status} in {ev.get('duration_s', 0):.2f}s{extra}"
-            return f"    | {rest}\n{line}" if rest and self.live else line
+            return "\n".join([*(f"    | {r}" for r in rest), line]) if rest and self.live else line
         if t == "backup":
             return f"  backup {ev['backup_id']} of {ev['host']} verified ({ev.get('package_count')} packages)"
         if t == "host_key_trusted":
             return f"  host key of {ev.get('host')} trusted: {ev.get('key_type')} {ev.get('fingerprint')}"
         if t == "output" and self.live:
-            # Whole lines only, each marked: chunks end anywhere, and several calls print at once.
+            # Whole lines only, each marked and redacted: chunks end anywhere, several calls print at once.
             call_id = ev.get("call_id", "")
-            pieces = (self._partial.get(call_id, "") + str(ev.get("text", ""))).split("\n")
-            self._partial[call_id] = pieces.pop()
-            return "\n".join(f"    | {line.rsplit(chr(13), 1)[-1]}" for line in pieces) or None
+            stream = self._streams.get(call_id)
+            if stream is None:
+                stream = self._streams[call_id] = StreamRedactor(self.redactor)
+            return "\n".join(f"    | {line}" for line in stream.feed(str(ev.get("text", "")))) or None
         if t == "progress" and self.live:
-            label = progress_label(ev)
+            label = self.redactor.text(progress_label(ev))
             # Only a change is worth a line: a download reporting every chunk would flood a log.
             if not label or self._last_progress.get(ev.get("call_id", "")) == label:
                 return None
@@ -121,8 +133,8 @@ class PlainView(PlainPrinter):
 
     prompt_mark = ">"
 
-    def __init__(self, out: IO[str] | None = None, inp: IO[str] | None = None):
-        super().__init__(out=out, live=True, full_text=True)
+    def __init__(self, out: IO[str] | None = None, inp: IO[str] | None = None, redactor: Redactor | None = None):
+        super().__init__(out=out, live=True, full_text=True, redactor=redactor)
         self.inp = inp or sys.stdin
 
     @contextlib.contextmanager
@@ -134,16 +146,18 @@ class PlainView(PlainPrinter):
         yield
 
     def info(self, text: str) -> None:
-        self._print(text)
+        self._print(self.redactor.text(text))
 
     def warn(self, text: str) -> None:
-        self._print(f"! {text}")
+        self._print(f"! {self.redactor.text(text)}")
 
     def card(self, title: str, rows: list[tuple[str, str]], tone: str = "info") -> None:
+        title, rows = redacted_card(self.redactor, title, rows)
         width = max((len(label) for label, _ in rows), default=0)
         self._print("\n".join([title, *(f"  {label + ':':{width + 1}} {value}" for label, value in rows)]))
 
     def table(self, title: str, headers: list[str], rows: list[list[str]]) -> None:
+        rows = [[self.redactor.text(str(c)) for c in row] for row in rows]
         widths = [max([len(h), *(len(str(r[i])) for r in rows)]) for i, h in enumerate(headers)]
         lines = [title, "  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
         lines += ["  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
@@ -152,7 +166,7 @@ class PlainView(PlainPrinter):
     def read_line(self, prompt: str) -> str:
         """One line from the operator; EOFError at the end of input."""
         with self._lock:
-            self.out.write(prompt)
+            self.out.write(self.redactor.text(prompt))
             self.out.flush()
         line = self.inp.readline()
         if not line:
@@ -161,6 +175,39 @@ class PlainView(PlainPrinter):
         if not _isatty(self.inp):  # nobody typed it, so nothing echoed it: keep the log readable
             self._print(line)
         return line
+
+
+class LiveOutput:
+    """One command's live output on this process's own stdout and stderr (`agent exec`), redacted a
+    line at a time; `close()` writes the last lines, also one without a newline.
+
+    A `ToolContext.emit`: it takes ("output", {"stream": ..., "text": ...}) and ignores the rest.
+    """
+
+    def __init__(self, stdout: IO[str] | None = None, stderr: IO[str] | None = None,
+                 redactor: Redactor | None = None):
+        self.outs = {"stdout": stdout or sys.stdout, "stderr": stderr or sys.stderr}
+        redactor = redactor or Redactor()
+        self.streams = {name: StreamRedactor(redactor) for name in self.outs}
+        self._lock = threading.Lock()
+
+    def __call__(self, kind: str, data: dict) -> None:
+        if kind != "output":
+            return
+        name = "stdout" if data.get("stream") == "stdout" else "stderr"
+        with self._lock:
+            self._write(name, self.streams[name].feed(str(data.get("text", ""))))
+
+    def close(self) -> None:
+        with self._lock:
+            for name, stream in self.streams.items():
+                self._write(name, stream.finish())
+
+    def _write(self, name: str, lines: list[str]) -> None:
+        if lines:
+            out = self.outs[name]
+            out.write("".join(f"{line}\n" for line in lines))
+            out.flush()
 
 
 def _isatty(stream) -> bool:

@@ -20,7 +20,17 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from app.ui.common import OutputTail, check_line, progress_label, progress_numbers, session_summary, verdict_line
+from agent.record.redact import Redactor, StreamRedactor
+from app.ui.common import (
+    OutputTail,
+    check_line,
+    note_line,
+    progress_label,
+    progress_numbers,
+    redacted_card,
+    session_summary,
+    verdict_line,
+)
 from app.ui.format import _ANSI, STATUS_MARK, TONE_STYLE, _esc, _result_detail, _seconds, decision_panel
 
 
@@ -55,6 +65,9 @@ class TerminalView:
     Locks: `_state` guards the fields the Live region reads and is never held while calling
     rich (rich's refresh thread holds its own lock while it asks us for the region);
     `_printing` keeps one event's lines together and orders prints with the Live start/stop.
+
+    What is not recorded (live output, the model's streamed text, progress) and the chat's own
+    lines are redacted here with `redactor`; recorded events arrive redacted already.
     """
 
     prompt_mark = "❯"
@@ -65,8 +78,10 @@ class TerminalView:
     STREAM_KEEP = 8000  # characters of it kept while it streams
     REFRESH_PER_SECOND = 8
 
-    def __init__(self, console: Console | None = None, use_readline_markers: bool = False):
+    def __init__(self, console: Console | None = None, use_readline_markers: bool = False,
+                 redactor: Redactor | None = None):
         self.console = console or Console()
+        self.redactor = redactor or Redactor()
         self.use_readline_markers = use_readline_markers  # wrap prompt colours for GNU readline
         self.cancelling: Callable[[], bool] = lambda: False  # shown as "cancelling" while true
         self._state = threading.Lock()
@@ -74,7 +89,8 @@ class TerminalView:
         self._calls: dict[str, dict] = {}  # call_id -> what its decision said (tool, host, subject)
         self._running: dict[str, _Running] = {}
         self._outputs: dict[str, OutputTail] = {}
-        self._streamed = ""
+        self._streamed = ""  # the model's streamed text so far, its whole lines redacted
+        self._stream = StreamRedactor(self.redactor)
         self._thinking_since: float | None = None
         self._thinking = Spinner("dots", style="cyan")  # one object, so its animation runs on
         self._batch: _Batch | None = None
@@ -99,12 +115,15 @@ class TerminalView:
             elif t == "progress":
                 running = self._running.get(ev.get("call_id", ""))
                 if running is not None:
-                    running.progress = ev
+                    running.progress = self.redactor.value(ev)
             elif t == "text":
                 # Only the tail is ever shown; the whole text arrives again with model_response.
-                self._streamed = (self._streamed + str(ev.get("text", "")))[-self.STREAM_KEEP:]
+                lines = self._stream.feed(str(ev.get("text", "")))
+                if lines:
+                    self._streamed = (self._streamed + "".join(f"{line}\n" for line in lines))[-self.STREAM_KEEP:]
             elif t == "model_request":
                 self._thinking_since, self._streamed = time.monotonic(), ""
+                self._stream = StreamRedactor(self.redactor)
             elif t == "tool_start":
                 call = self._calls.get(ev["call_id"], {})
                 self._running[ev["call_id"]] = _Running(ev.get("tool", "?"), ev.get("host"), call.get("subject", ""))
@@ -113,7 +132,7 @@ class TerminalView:
     def _tail(self, call_id: str) -> OutputTail:
         tail = self._outputs.get(call_id)
         if tail is None:
-            tail = self._outputs[call_id] = OutputTail(self.TAIL_LINES)
+            tail = self._outputs[call_id] = OutputTail(self.TAIL_LINES, self.redactor)
         return tail
 
     def _renderables(self, ev: dict) -> list[RenderableType]:
@@ -148,7 +167,12 @@ class TerminalView:
         if t == "check":
             return [Text(check_line(ev), style="green" if ev.get("ok") else "red", overflow="fold")]
         if t == "goal_result":
-            return [Text(verdict_line(ev), style="bold green" if ev.get("met") else "bold red", overflow="fold")]
+            style = "bold green" if ev.get("met") else "bold yellow" if ev.get("verdict") in ("unverified", "dry run") \
+                else "bold red"
+            return [Text(verdict_line(ev), style=style, overflow="fold")]
+        if t == "note":
+            line = note_line(ev)
+            return [Text(self.redactor.text(line), style="dim", overflow="fold")] if line else []
         if t == "session_end":
             return [Text(session_summary(ev), style="dim")]
         return []
@@ -157,6 +181,7 @@ class TerminalView:
         calls = ev.get("tool_calls") or []
         with self._state:
             self._thinking_since, self._streamed = None, ""
+            self._stream = StreamRedactor(self.redactor)
             self._batch = _Batch(ev.get("turn", 0), len(calls)) if calls else None
         text = (ev.get("text") or "").strip()
         if not text:
@@ -179,6 +204,8 @@ class TerminalView:
             call = self._calls.pop(call_id, {})
             self._running.pop(call_id, None)
             tail = self._outputs.pop(call_id, None)
+            if tail is not None:
+                tail.finish()
             summary = self._count_in_batch(ev, status)
         out: list[RenderableType] = []
         # Refused, skipped and malformed calls said everything in their panel already.
@@ -239,7 +266,7 @@ class TerminalView:
         """What is in progress: the model thinking (its text so far), running calls with their last lines."""
         now = time.monotonic()
         with self._state:
-            thinking, streamed = self._thinking_since, self._streamed
+            thinking, streamed = self._thinking_since, self._streamed + self._stream.preview()
             running = [(r, self._outputs[c].tail(self.LIVE_LINES) if c in self._outputs else [])
                        for c, r in self._running.items()]
         parts: list[RenderableType] = []
@@ -309,6 +336,7 @@ class TerminalView:
             self._stop_live()
             with self._state:
                 self._thinking_since, self._streamed = None, ""
+                self._stream = StreamRedactor(self.redactor)
                 self._running.clear()
                 self._outputs.clear()
                 self._batch = None
@@ -327,19 +355,20 @@ class TerminalView:
 
     def info(self, text: str) -> None:
         with self._printing:
-            self.console.print(Text(text, overflow="fold"))
+            self.console.print(Text(self.redactor.text(text), overflow="fold"))
 
     def warn(self, text: str) -> None:
         with self._printing:
-            self.console.print(Text(text, style="yellow", overflow="fold"))
+            self.console.print(Text(self.redactor.text(text), style="yellow", overflow="fold"))
 
     def card(self, title: str, rows: list[tuple[str, str]], tone: str = "info") -> None:
         style = TONE_STYLE.get(tone, "white")
+        title, rows = redacted_card(self.redactor, title, rows)
         grid = Table.grid(padding=(0, 1))
         grid.add_column(style="dim", no_wrap=True)
         grid.add_column(overflow="fold")
         for label, value in rows:
-            grid.add_row(label, Text(str(value), style="bold" if label in ("command", "step") else ""))
+            grid.add_row(label, Text(value, style="bold" if label in ("command", "step") else ""))
         # The title inside the box: a narrow terminal folds it instead of cutting it off.
         body = Group(Text(title, style=f"bold {style}", overflow="fold"), grid)
         with self._printing:
@@ -348,6 +377,7 @@ class TerminalView:
     NARROW = 72  # below this many columns a table is shown as stacked entries
 
     def table(self, title: str, headers: list[str], rows: list[list[str]]) -> None:
+        rows = [[self.redactor.text(str(c)) for c in row] for row in rows]
         if self.console.width < self.NARROW:
             # Columns squeezed to a few characters are unreadable: one entry per row, details below it.
             parts: list[RenderableType] = [Text(title, style="bold")]
@@ -376,7 +406,7 @@ class TerminalView:
     def read_line(self, prompt: str) -> str:
         """One line from the operator, with the prompt in colour; EOFError on Ctrl-D."""
         with self.console.capture() as captured:
-            self.console.print(Text(prompt, style="bold cyan"), end="")
+            self.console.print(Text(self.redactor.text(prompt), style="bold cyan"), end="")
         styled = captured.get()
         if self.use_readline_markers:
             # GNU readline counts the prompt's width: colour codes must be marked as zero-width.

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.budget import Budget
+from agent.errors import RecordWriteError
 from agent.loop import Session, run_session
 from agent.model import ScriptedModel, turn
 from agent.model.openai_client import OpenAIModel
@@ -140,12 +141,20 @@ def test_rate_limit_is_retried_honouring_retry_after(tmp_path):
 
 def test_server_error_forever_fails_clearly(tmp_path):
     path = tmp_path / "t.jsonl"
-    with FakeOpenAI([Status(500, "kaput")], repeat_last=True) as srv:
+    with FakeOpenAI([Status(503, "kaput")], repeat_last=True) as srv:
         out = run_session(make_session(path, openai_model(srv, max_attempts=3)), "go")
     assert out.status == "model_error"
-    assert "kept failing (500: kaput) after 3 attempts" in out.reason
+    assert "kept failing (503: kaput) after 3 attempts" in out.reason
     assert len(srv.requests) == 3
     assert events(path)[-1]["status"] == "model_error" and verify(path).ok
+
+
+def test_a_500_that_repeats_word_for_word_is_not_retried_again(tmp_path):
+    path = tmp_path / "t.jsonl"
+    with FakeOpenAI([Status(500, "kaput")], repeat_last=True) as srv:
+        out = run_session(make_session(path, openai_model(srv, max_attempts=5)), "go")
+    assert out.status == "model_error" and len(srv.requests) == 2
+    assert "answered 500 twice with the same error" in out.reason and "kaput" in out.reason
 
 
 def test_other_client_errors_fail_at_once_with_the_server_message(tmp_path):
@@ -499,9 +508,13 @@ def test_a_write_cut_short_leaves_a_valid_chain(tmp_path, how):
     writer = TranscriptWriter(path)
     writer.write("note", kind="test", text="y" * 200_000)
     writer._file = _FailingFile(writer._file, how)
-    with pytest.raises((KeyboardInterrupt, OSError)):
+    with pytest.raises((KeyboardInterrupt, RecordWriteError)):
         writer.write("note", kind="test", text="cut short")
-    writer.write("note", kind="test", text="after")
+    if how == "disk-full-partial":  # the record cannot be kept: nothing but its end is written after this
+        with pytest.raises(RecordWriteError):
+            writer.write("note", kind="test", text="after")
+    else:
+        writer.write("note", kind="test", text="after")
     writer.write("session_end", status="done")
     report = verify(path)
     assert report.ok and report.ended, report

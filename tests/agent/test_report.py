@@ -212,8 +212,8 @@ def test_summary_outcome_and_final_answer(upgrade):
     assert f"| **Transcript** | `{upgrade.path}` |" in md
     assert f"| **Integrity** | **hash chain verified**, {end['seq'] + 1} events |" in md
     assert "| **Status** | **done**: final answer |" in md
-    assert (f"| **Totals** | {end['turns']} turns, {end['tool_calls']} tool calls run, 2 refused, 0 failed, "
-            f"{end['tokens']} tokens, ") in md
+    assert (f"| **Totals** | {end['turns']} turns, {end['calls']} calls proposed ({end['tool_calls']} run, 2 refused, "
+            f"0 malformed, 0 failed), {end['tokens']} tokens, ") in md
     assert "| **Goal** | **NOT met** |" in md and "**Goal NOT met** (exit code 1): 1 of 2 checks failed" in md
     assert table_rows(section(md, "Goal"), "1")[0][3] == "**FAILED**"
     assert "```text\n" + FINAL_ANSWER + "\n```" in md and "Turn 8:" in md
