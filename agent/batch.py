@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from agent.model import ToolCall
 from agent.safety.policy import Decision, Verdict
-from tools.base import Action, RiskClass, Tool, ToolContext, ToolError, bound_for_record, has_long_text
+from tools.base import Action, RiskClass, Tool, ToolContext, ToolError, ToolUnavailable, bound_for_record, has_long_text
 
 Emit = Callable[..., dict]
 
@@ -96,6 +96,8 @@ class LiveToolRunner:
         tool, args = prepared.tool, prepared.args
         try:
             result = tool.run(ctx, args)
+        except ToolUnavailable as e:
+            return CallResult(content=f"unavailable: {e}", ok=False, error=str(e), status="unavailable")
         except ToolError as e:
             return CallResult(content=f"error: {e}", ok=False, error=str(e), status="error")
         except Exception as e:  # noqa: BLE001 - a crashing tool must not take the session down

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Callable, Literal
 
 from pydantic import BaseModel, Field, StringConstraints, field_validator
 
-from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError
+from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, ToolUnavailable
 
 API_KEY_ENV = "EXA_API_KEY"
 BASE_URL_ENV = "EXA_BASE_URL"
@@ -111,7 +111,7 @@ class WebSearch(Tool):
     def run(self, ctx: ToolContext, args: WebSearchArgs) -> WebSearchResult:
         api_key = os.environ.get(API_KEY_ENV, "").strip()
         if not api_key:
-            raise ToolError(f"web_search is not configured: set {API_KEY_ENV} to an Exa API key "
+            raise ToolUnavailable(f"web_search is not configured: set {API_KEY_ENV} to an Exa API key "
                             f"(https://dashboard.exa.ai) and start again; the session goes on without web results")
         base_url = _base_url()
         timeout_s = self._timeout()
