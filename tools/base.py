@@ -108,6 +108,11 @@ class ToolError(Exception):
     """A failure written for the model: what went wrong and what to do next."""
 
 
+class ToolUnavailable(ToolError):
+    """The tool cannot work in this setup (web_search without its API key): nothing was attempted,
+    so the call is no failed step; the session goes on without it."""
+
+
 class BackupRecord(BaseModel):
     """A verified backup, as the safety layer's ledger keeps it.
 
