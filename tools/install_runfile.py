@@ -1,14 +1,17 @@
 """install_runfile: a CUDA toolkit from NVIDIA's runfile, side by side, checked before and after.
 
 Preflight runs before anything is written: the runfile's name and the requested version
-agree, the driver supports that CUDA, the target does not exist, the temp dir and the
-target have room, and root (or a password-less `sudo -n`) is there when needed. Then:
-download with resume, checksum, the installer with toolkit-only flags, its log, the new
-nvcc, and the `cuda` symlink before and after.
+agree, the driver supports that CUDA, the target does not exist, a gcc is on PATH (the
+installer's own first check, unless `override`), the temp dir and the target have room, and
+root (or a password-less `sudo -n`) is there when needed. Then: download with resume,
+checksum, the installer with toolkit-only flags, its log, the new nvcc, and the `cuda` symlink
+before and after. When the installer fails, the error says what it said, what its log says, and
+what it left: the checksum, the symlink, the target directory and the downloaded runfile.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 import time
@@ -42,6 +45,8 @@ MIN_DRIVER = {13: 580, 12: 525, 11: 450}
 # smaller than the payload. Factors of the runfile's size.
 TMP_FACTOR = 2.0
 TARGET_FACTOR = 1.5
+# Directories whose files nobody keeps: a runfile the tool downloaded there goes when the install fails.
+TEMPORARY_DIRS = ("/tmp", "/var/tmp")
 
 
 class InstallRunfile(Tool):
@@ -50,11 +55,14 @@ class InstallRunfile(Tool):
     By default toolkit only (never the driver) into its own directory (/usr/local/cuda-X.Y), leaving the
     `cuda` symlink where it is. Before writing anything it checks: the runfile name matches `version`,
     the installed driver supports that CUDA (13.x needs driver >= 580, 12.x >= 525), the target does not
-    exist, free space in the temp dir and the target, and root or a password-less `sudo -n`. Then it
-    downloads on the host (resumable; skipped if the file is already there with the right checksum),
-    verifies the checksum NVIDIA publishes (md5) or a sha256, runs the installer silently with
-    --toolkit --toolkitpath, reads the installer log, checks the new nvcc, and reports the symlink before
-    and after. `toolkit_only: false` or `move_symlink: true` make it destructive.
+    exist, a gcc on PATH (the installer refuses to run without one unless `override: true`), free space
+    in the temp dir and the target, and root or a password-less `sudo -n`. Then it downloads on the host
+    (resumable; skipped if the file is already there with the right checksum), verifies the checksum
+    NVIDIA publishes (md5) or a sha256, runs the installer silently with --toolkit --toolkitpath, reads
+    the installer log of this run, checks the new nvcc, and reports the symlink before and after. If the
+    installer fails, the error gives its message and log, the checksum, the symlink before and after,
+    whether the target directory exists, and where the runfile is (one it downloaded into a temporary
+    directory is removed). `toolkit_only: false` or `move_symlink: true` make it destructive.
     """
 
     name = "install_runfile"
@@ -211,6 +219,10 @@ class InstallRunfile(Tool):
         if exists.stdout.strip() == "exists":
             raise ToolError(f"{target} already exists: a side-by-side install needs a new directory. Choose "
                             f"another toolkit_path, or check what is there first; nothing was written")
+        if not args.override:
+            compiler = sh("command -v gcc")
+            if not (compiler.ok and compiler.stdout.strip()):
+                raise ToolError(no_compiler(args.host))
         size = self._runfile_size(sh, args.runfile, path, is_url)
         for where, factor in ((tmpdir, TMP_FACTOR), (_parent(target), TARGET_FACTOR)):
             free = _free_bytes(sh, where)
@@ -262,20 +274,22 @@ class InstallRunfile(Tool):
         if not args.toolkit_only:
             flags = [f for f in flags if not f.startswith(("--toolkit",))] + ["--driver", "--toolkit"]
         command = f"{sudo}sh {shlex.quote(path)} " + " ".join(shlex.quote(f) for f in flags)
+        log_path = INSTALLER_LOG
+        # The installer appends to its log: only the lines after these are this run's.
+        counted = sh(f"test -f {shlex.quote(log_path)} && wc -l < {shlex.quote(log_path)} || echo 0")
+        log_start = int(counted.stdout.strip()) if counted.stdout.strip().isdigit() else 0
         stage["writes"] = (f"{target} may be partly installed: check it and remove it before trying again "
                            f"(the installer's log is {INSTALLER_LOG})")
         run = sh(command, timeout=args.timeout, what="running the installer")
         stage["installed"] = True
         timings["install"] = round(time.monotonic() - t0, 3)
-        log_path = INSTALLER_LOG
-        log = sh(f"tail -n 200 {shlex.quote(log_path)}")
-        log_text = log.stdout if log.ok else ""
+        log_text = _this_runs_log(sh, log_path, log_start)
         log_errors = [ln.strip() for ln in log_text.splitlines() if "[ERROR]" in ln or "ERROR:" in ln]
         summary = _summary(run.stdout)
         if not run.ok:
-            detail = "\n".join(log_errors[-5:]) or _last_line(run.stdout + "\n" + run.stderr)
-            raise ToolError(f"the installer failed (exit {run.exit_code}{', timed out' if run.timed_out else ''}): "
-                            f"{detail}. Its log is {log_path}")
+            left = self._what_failure_left(sh, args, target, cuda_link, link_before, sudo, path,
+                                           downloaded=downloaded, is_url=is_url, download_dir=download_dir)
+            raise ToolError(installer_failure(run, args.timeout, log_path, log_errors, f"{algo} {digest}", left))
 
         # ---------------------------------------------------------- verify
         nvcc = sh(f"{shlex.quote(target)}/bin/nvcc --version")
@@ -306,6 +320,43 @@ class InstallRunfile(Tool):
                            warnings=warnings, seconds=timings)
 
     @staticmethod
+    def _what_failure_left(sh, args, target: str, cuda_link: str, link_before: str | None, sudo: str, path: str,
+                           *, downloaded: bool, is_url: bool, download_dir: str) -> list[str]:
+        """Sentences on the state a failed installer left: the symlink, the target, the runfile."""
+        before = link_before or "nothing"
+        link_after = _readlink(sh, cuda_link)
+        if link_after == link_before:
+            lines = [f"The symlink {cuda_link} pointed at {before} before and still does."]
+        elif link_before is not None and not args.move_symlink:
+            # The installer moved it although we did not ask: put it back, as after a success.
+            sh(f"{sudo}ln -sfn {shlex.quote(link_before)} {shlex.quote(cuda_link)}")
+            back = _readlink(sh, cuda_link)
+            outcome = "it was put back" if back == link_before else \
+                f"putting it back failed (it is {back or 'nothing'})"
+            lines = [f"The symlink {cuda_link} pointed at {before} before; the installer pointed it at "
+                     f"{link_after or 'nothing'}, and {outcome}."]
+        else:
+            lines = [f"The symlink {cuda_link} pointed at {before} before and points at {link_after or 'nothing'} now."]
+        if sh(f"test -e {shlex.quote(target)} && echo exists || echo free").stdout.strip() == "exists":
+            lines.append(f"{target} exists now: the installer may have left it partly installed; check it and remove "
+                         f"it before trying again.")
+        else:
+            lines.append(f"{target} was not created.")
+        if not is_url:
+            lines.append(f"The runfile {path} was given as a path on the host and stays there.")
+        elif not downloaded:
+            lines.append(f"The runfile {path} was there before this call (its checksum matched) and stays there.")
+        elif _is_temporary(download_dir, args.tmpdir):
+            removed = sh(f"rm -f -- {shlex.quote(path)}")  # downloaded as this user, so removed as this user
+            lines.append(f"The runfile this call downloaded to {path} was removed (a retry downloads it again)."
+                         if removed.ok else f"The runfile this call downloaded to {path} could not be removed "
+                                            f"({_last_line(removed.stderr)}); remove it to free its space.")
+        else:
+            lines.append(f"The runfile this call downloaded stays at {path} (download_dir is not a temporary "
+                         f"directory).")
+        return lines
+
+    @staticmethod
     def _runfile_size(sh, runfile: str, path: str, is_url: bool) -> int | None:
         if is_url and not runfile.startswith("file://"):
             head = sh(f"curl -fsIL {shlex.quote(runfile)}", timeout=60)
@@ -314,6 +365,48 @@ class InstallRunfile(Tool):
         local = runfile[len("file://"):] if runfile.startswith("file://") else path
         r = sh(f"stat -c %s {shlex.quote(local)}")
         return int(r.stdout.strip()) if r.ok and r.stdout.strip().isdigit() else None
+
+
+def no_compiler(host: str) -> str:
+    return (f"{host} has no gcc on PATH (`command -v gcc` finds none), and the CUDA installer stops without one "
+            f"(\"Missing gcc. gcc is required to continue.\"): install a compiler on {host} first (Debian and "
+            f"Ubuntu: apt-get install gcc), or install with `override: true`, which skips the installer's compiler "
+            f"check and needs a rule of the goal file that allows it; nothing was written or downloaded")
+
+
+def installer_failure(run, timeout: int, log_path: str, log_errors: list[str], checksum: str,
+                      left: list[str]) -> str:
+    """One paragraph: how the installer ended, what it and its log said, and what it left behind."""
+    how = f"timed out after {timeout} s" if run.timed_out else f"exit {run.exit_code}"
+    said = _last_line(run.stdout + "\n" + run.stderr)
+    logged = [re.sub(r"^\[ERROR\]:\s*", "", e) for e in log_errors[-5:]]
+    logged = [e for e in logged if e != said]
+    parts = [f"the installer failed ({how}): {_sentence(said) if said != 'no output' else 'it printed nothing.'}",
+             f"Its log {log_path} says: {' '.join(_sentence(e) for e in logged)}" if logged
+             else f"Its log {log_path} has no error lines from this run.",
+             f"The runfile's checksum matched ({checksum}) before it ran.", *left]
+    return " ".join(parts)
+
+
+def _sentence(text: str) -> str:
+    """A message as one sentence: its own full stop, never a second one."""
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def _is_temporary(directory: str, tmpdir: str) -> bool:
+    d = posixpath.normpath(directory)
+    return d == posixpath.normpath(tmpdir) or any(d == t or d.startswith(t + "/") for t in TEMPORARY_DIRS)
+
+
+def _this_runs_log(sh, log_path: str, start: int) -> str:
+    """The log lines the installer wrote in this run (the last 200), or the last 200 if it was rotated."""
+    count = sh(f"wc -l < {shlex.quote(log_path)}")
+    total = int(count.stdout.strip()) if count.ok and count.stdout.strip().isdigit() else 0
+    since = f"tail -n +{start + 1} {shlex.quote(log_path)} | tail -n 200" if total >= start else \
+        f"tail -n 200 {shlex.quote(log_path)}"
+    log = sh(since)
+    return log.stdout if log.ok else ""
 
 
 def split_checksum(value: str) -> tuple[str | None, str]:

@@ -1,6 +1,7 @@
 """What a careful reader of a simulated host's results checks against each other: benchmark figures
 against the real time a run took, the server a benchmark measures against `ps`, df and uname against
-the machine the sim describes, and the GPU model against its driver.
+the machine the sim describes, the GPU model against its driver, the compiler on PATH and the
+packages dpkg lists against the sim's state and its OS, and /tmp's mode against any Linux host's.
 
 The sim's df and uname are held to this machine's GNU df and uname: the same headings for the same
 options, the same complaints for the same mistakes.
@@ -23,6 +24,7 @@ from tools.hosts import HostPool, HostSpec, SimHost
 from tools.inspect_host import InspectHost
 from tools.run_bench import RunBench
 from tools.sim import GPU_MODELS, build_sim, gpu_model_key
+from tools.sim.files.simhost.compiler import is_compiler_name
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "tests" / "data" / "gpu" / "h200"
@@ -62,8 +64,10 @@ def test_serving_benchmarks_say_their_time_is_simulated_and_where_their_server_r
     assert r.stdout.rstrip().endswith(timing)  # where the end of the output (all a model may see) shows it
     assert "SGLang server was brought up inside this benchmark process" in server
     assert "no server process runs on this host" in server
+    # It says what it timed (its own process), so it cannot be read as the whole command's time.
     m = re.fullmatch(r"simulated host: durations, throughputs and latencies above are simulated time on "
-                     r"8x NVIDIA RTX PRO 6000 Blackwell Workstation Edition; this run took ([\d.]+) s of real time",
+                     r"8x NVIDIA RTX PRO 6000 Blackwell Workstation Edition; the benchmark's own process took "
+                     r"([\d.]+) s of real time to this line; starting the command that ran it is not included",
                      timing)
     assert m, timing
     assert 0 < float(m.group(1)) <= r.duration_s + 0.01
@@ -305,3 +309,113 @@ def test_the_driver_too_old_rehearsal_is_a_machine_that_exists(tmp_path):
     assert rows == ["NVIDIA H100 80GB HBM3, 550.144.03"] * 4
     assert GPU_MODELS[sim.state()["gpu_model"]]["min_driver"] <= 550
     assert "CUDA Version: 12.4" in run(host, "nvidia-smi").stdout
+
+
+# --------------------------------------------------------------------------- compiler, packages, /tmp
+
+GCC_13 = "gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04) "  # the seed's, as `gcc -v` ends
+COMPILER_NAMES = ("gcc", "cc", "c++", "g++", "cpp", "c89", "c99", "gcc-12", "gcc-13", "g++-13", "x86_64-linux-gnu-gcc",
+                  "x86_64-linux-gnu-gcc-12", "x86_64-linux-gnu-gcc-13", "x86_64-linux-gnu-g++-13")
+
+
+def installed(host, pattern: str = "") -> dict[str, str]:
+    """Package -> version of every package dpkg-query lists as installed (matching a pattern)."""
+    out = run(host, "dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\\n' " + pattern, ok=False).stdout
+    return {name: version for status, name, version in (line.split() for line in out.splitlines())
+            if status == "ii"}
+
+
+def test_a_sim_without_gcc_has_no_compiler_on_its_path_nor_in_its_packages(tmp_path):
+    host = SimHost(build_sim(tmp_path / "gpu", gcc=None).host_spec())
+    for name in COMPILER_NAMES:
+        assert run(host, f"command -v {name}", ok=False).exit_code == 1, name
+    listed = run(host, "ls /usr/bin /usr/sbin /bin /usr/local/bin 2>/dev/null", ok=False).stdout.split()
+    assert [name for name in listed if is_compiler_name(name)] == []
+    assert "gcc: command not found" in run(host, "gcc --version", ok=False).stderr
+    assert "ld" in listed  # binutils stay, as on a host without gcc
+    status = run(host, "dpkg -s gcc", ok=False)
+    assert status.exit_code == 1 and "package 'gcc' is not installed" in status.stderr
+    assert [p for p in installed(host) if re.match(r"(gcc|g\+\+|cpp)(-\d+)?$|build-essential", p)] == []
+    assert "Missing gcc" in run(host, "sh /srv/nvidia/compute/cuda/13.0.1/local_installers/"
+                                      "cuda_13.0.1_580.82.07_linux.run --silent --toolkit; "
+                                      "cat /var/log/cuda-installer.log", ok=False).stdout
+
+
+def test_the_sims_gcc_reports_the_configured_version(host):
+    assert run(host, "command -v gcc").stdout == "/usr/bin/gcc\n"
+    assert run(host, "readlink /usr/bin/gcc /usr/bin/gcc-13").stdout == "gcc-13\nx86_64-linux-gnu-gcc-13\n"
+    version = run(host, "gcc --version").stdout.splitlines()
+    assert version[0] == "gcc (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0"
+    assert version[1] == "Copyright (C) 2023 Free Software Foundation, Inc."
+    if shutil.which("gcc"):  # the rest of the banner reads as this machine's gcc does
+        assert version[2:] == real("gcc", "--version").stdout.splitlines()[2:]
+    for name in ("cc", "g++", "c++", "cpp", "gcc-13", "x86_64-linux-gnu-gcc-13"):
+        assert run(host, f"{name} --version").stdout.splitlines()[0] == f"{name} (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0"
+    assert run(host, "gcc -dumpversion; cc -dumpfullversion").stdout == "13\n13.3.0\n"
+    verbose = run(host, "gcc -v")
+    assert verbose.stdout == "" and verbose.stderr.splitlines()[-1] == GCC_13
+    assert "--with-pkgversion='Ubuntu 13.3.0-6ubuntu2~24.04'" in verbose.stderr
+    assert "/13/lto-wrapper" in verbose.stderr
+    for other in ("gcc-12", "g++-12", "x86_64-linux-gnu-gcc-12", "gcc-14"):  # this machine's versions stay out
+        assert run(host, f"command -v {other}", ok=False).exit_code == 1, other
+    # dpkg knows the same compiler.
+    packages = installed(host, "'gcc*' 'g++*' 'cpp*' build-essential")
+    assert {name: packages.get(name) for name in ("gcc", "gcc-13", "g++-13", "cpp-13", "build-essential")} == {
+        "gcc": "4:13.2.0-7ubuntu1", "gcc-13": "13.3.0-6ubuntu2~24.04", "g++-13": "13.3.0-6ubuntu2~24.04",
+        "cpp-13": "13.3.0-6ubuntu2~24.04", "build-essential": "12.10ubuntu1"}
+    owner = run(host, "dpkg -S /usr/bin/gcc /usr/bin/x86_64-linux-gnu-gcc-13")
+    assert owner.stdout == "gcc: /usr/bin/gcc\ngcc-13-x86-64-linux-gnu: /usr/bin/x86_64-linux-gnu-gcc-13\n"
+    assert owner.stderr == ""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="compiling needs a gcc on this machine")
+def test_the_sims_gcc_compiles_with_this_machines_compiler(host):
+    run(host, "printf '#include <stdio.h>\\nint main(void) { puts(\"built\"); return 0; }\\n' > /tmp/hello.c")
+    assert run(host, "gcc -O2 -o /tmp/hello /tmp/hello.c && /tmp/hello").stdout == "built\n"
+
+
+def test_a_sim_built_with_another_gcc_has_that_one(tmp_path):
+    host = SimHost(build_sim(tmp_path / "gpu", gcc="gcc version 14.2.0 (Ubuntu 14.2.0-4ubuntu2~24.04) ").host_spec())
+    assert run(host, "gcc --version").stdout.splitlines()[0] == "gcc (Ubuntu 14.2.0-4ubuntu2~24.04) 14.2.0"
+    assert run(host, "gcc-14 -dumpversion").stdout == "14\n"
+    assert run(host, "command -v gcc-13", ok=False).exit_code == 1
+    packages = installed(host, "'gcc*'")
+    assert packages.get("gcc-14") == "14.2.0-4ubuntu2~24.04" and "gcc-13" not in packages
+    with pytest.raises(ValueError, match=r"gcc 'the newest' names no compiler version: give the last line of `gcc -v`"):
+        build_sim(tmp_path / "bad", gcc="the newest")
+    assert not (tmp_path / "bad").exists()
+
+
+def test_dpkg_lists_the_sims_ubuntu_packages_and_none_of_this_machines(host, sim):
+    packages = installed(host)
+    assert packages["base-files"] == "13ubuntu10.3"  # Ubuntu 24.04.3, as /etc/os-release says
+    assert "PRETTY_NAME=\"Ubuntu 24.04.3 LTS\"" in run(host, "cat /etc/os-release").stdout
+    kernel = sim.state()["kernel"]["release"]
+    assert packages[f"linux-image-{kernel}"] == "6.8.0-60.63"  # uname -r and -v: 6.8.0-60-generic, #63
+    # The driver and the toolkits came from runfiles, which dpkg does not know, as on such a host.
+    listing = run(host, "dpkg -l").stdout
+    assert not re.search(r"(?im)^ii\s+\S*(cuda|nvidia)", listing)
+    assert run(host, "dpkg -S /usr/local/cuda-12.8/bin/nvcc", ok=False).exit_code == 1
+    assert packages["bash"] == "5.2.21-2ubuntu4" and packages["dpkg"] == "1.22.6ubuntu6.1"
+    assert run(host, "dpkg --version").stdout.startswith("Debian 'dpkg' package management program version 1.22.6 ")
+    if shutil.which("dpkg-query"):  # this machine's own packages are not the sim's
+        mine = dict(line.split(" ", 1) for line in real("dpkg-query", "-W -f='${Package} ${Version}\\n'").stdout
+                    .splitlines())
+        only_mine = sorted(set(mine) - set(packages))[:5]
+        assert only_mine and all(run(host, f"dpkg -s {p}", ok=False).exit_code == 1 for p in only_mine), only_mine
+    assert "/usr/bin/gcc-13" in run(host, "dpkg -L gcc-13").stdout.splitlines()
+
+
+@pytest.mark.parametrize("command", ["dpkg -i /tmp/x.deb", "dpkg --configure -a", "dpkg -r gcc",
+                                     "dpkg-query --admindir=/var/lib/dpkg -l", "dpkg --root=/ -l"])
+def test_dpkg_refuses_what_would_change_or_leave_the_sims_database(host, command):
+    r = run(host, command, ok=False)
+    prog = command.split()[0]
+    assert r.exit_code == 2 and r.stdout == ""
+    assert re.fullmatch(rf"{prog}: error: \S+ is not answered on this simulated host: its {prog} reads the package "
+                        r"database \([^)]*\) and installs, removes or configures nothing; software comes to this "
+                        r"host from runfiles and pip\n", r.stderr), r.stderr
+
+
+def test_tmp_and_var_tmp_are_world_writable_and_sticky(host):
+    assert run(host, "stat -c '%a %n' /tmp /var/tmp").stdout == "1777 /tmp\n1777 /var/tmp\n"

@@ -89,6 +89,9 @@ def sandbox_argv(root: Path, hostname: str) -> list[str]:
     for owned in ("etc/os-release",):
         if (root / owned).is_file() and os.path.exists("/" + owned):
             argv += ["--ro-bind", str(root / owned), "/" + owned]
+    # The sim's package database, so apt and dpkg read the sim's packages and never this machine's.
+    if (root / STATE_DIR / "dpkg").is_dir() and os.path.isdir("/var/lib/dpkg"):
+        argv += ["--ro-bind", str(root / STATE_DIR / "dpkg"), "/var/lib/dpkg"]
     driver = root / "proc" / "driver" / "nvidia"
     argv += ["--tmpfs", "/proc/driver", "--bind", str(driver), "/proc/driver/nvidia"]
     # The sim's kernel where programs read it (uname(2) stays this machine's; the sim's uname answers).

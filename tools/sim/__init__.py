@@ -17,9 +17,12 @@ sim root on this machine:
     opt/venv/                  a real venv with torch 2.10.0+cu128, sglang, sgl-kernel, flashinfer, vllm
     srv/pypi/simple{,-cu128,-cu130}/   PEP 503 indexes (file:// URLs) with cu128 and cu130 builds
     srv/nvidia/compute/cuda/<ver>/     runfiles with md5sum.txt and sha256sum.txt
-    var/log/, tmp/, proc/driver/nvidia/version, proc/version, proc/sys/kernel/osrelease
+    var/log/, tmp/ (1777), proc/driver/nvidia/version, proc/version, proc/sys/kernel/osrelease
 
-    usr/bin/                   the sim's nvidia-smi, df, lsmod and uname, and links to this machine's programs
+    .sim/dpkg/                 its package database (status, info/*.list), which its dpkg and dpkg-query read
+    usr/bin/                   the sim's nvidia-smi, df, lsmod, uname, dpkg, dpkg-query and compiler (gcc, g++,
+                               cpp of the state's gcc; none when it is null), and links to this machine's
+                               other programs
 
 Nothing needs an environment variable: the sim's programs find their state by walking up from
 their own location to /.sim/state.json.
@@ -35,6 +38,7 @@ from pathlib import Path
 from tools.hosts import HostSpec
 
 from . import build as _build
+from .files.simhost import compiler as _compiler
 from .files.simhost import machine as _machine
 from .files.simhost import runfile as _runfile
 from .files.simhost import state as _state
@@ -42,7 +46,7 @@ from .files.simhost import toolkit as _toolkit
 from .venv import SimBuildError
 
 __all__ = ["Sim", "RunfileInfo", "SimBuildError", "build_sim", "RELEASES", "GPU_MODELS", "DEFAULT_GPU_MODEL",
-           "gpu_model_key", "check_driver_supports"]
+           "gpu_model_key", "check_driver_supports", "check_gcc"]
 
 RELEASES = _toolkit.RELEASES
 # The GPU models a sim can have: what nvidia-smi and torch report for each, and its oldest driver.
@@ -51,6 +55,12 @@ DEFAULT_GPU_MODEL = _machine.DEFAULT_GPU_MODEL
 DEFAULT_KERNEL = _machine.DEFAULT_KERNEL
 gpu_model_key = _machine.gpu_model_key
 check_driver_supports = _machine.check_driver_supports
+
+
+def check_gcc(text: str | None) -> None:
+    """ValueError, with the form expected, when a sim's `gcc` names no compiler version (None: no compiler)."""
+    _compiler.parse(text)
+
 # The host's own PyPI and PyTorch's wheel indexes, mirrored on the host (paths as the host sees them).
 INDEX_URLS = {"pypi": "file:///srv/pypi/simple", "cu128": "file:///srv/pypi/simple-cu128",
               "cu130": "file:///srv/pypi/simple-cu130"}
@@ -136,11 +146,13 @@ def build_sim(root: Path, *, gpus: int = 8, gpu_model: str = DEFAULT_GPU_MODEL,
     toolkits: releases installed at build time ("12.8", "13.0", "13.1"); the first one is what
     /usr/local/cuda points at. smi_version: nvidia-smi's own version when it should differ from the
     driver's, as in a container whose userspace tools are older than the host's kernel module.
-    gcc: the compiler the runfile finds, None for none (its check then fails without --override).
+    gcc: the compiler on the host's PATH, as the last line of `gcc -v` gives it; None for none (the
+    runfile's check then fails without --override, and gcc, cc, g++... are not in its /usr/bin).
     kernel: the kernel release uname and /proc/version report.
     """
-    model = _machine.gpu_model_key(gpu_model)  # both raise before anything is built
+    model = _machine.gpu_model_key(gpu_model)  # these raise before anything is built
     _machine.check_driver_supports(model, driver_version)
+    check_gcc(gcc)
     root = Path(root).absolute()
     if root.exists() and any(root.iterdir()):
         raise FileExistsError(f"{root} is not empty; a sim is built in a new or empty directory")

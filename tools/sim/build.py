@@ -23,6 +23,8 @@ from tools.hosts.sim import HOST_USR_BIN, HOST_USR_SBIN
 
 from . import venv as sim_venv
 from . import wheels
+from .files.simhost import compiler as sim_compiler
+from .files.simhost import dpkg as sim_dpkg
 from .files.simhost import kernel as sim_kernel
 from .files.simhost import machine, toolkit
 from .files.simhost import runfile as sim_runfile
@@ -155,9 +157,12 @@ def write_runfile(directory: Path, release_key: str, python: str, root: Path) ->
 def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, gpu_model: str, free_space_mb: dict[str, int] | None,
             driver_version: str, smi_version: str | None, gcc: str | None, kernel: str, toolkits: tuple[str, ...],
             bench_noise: float) -> None:
+    compiler = sim_compiler.parse(gcc)  # raises before anything is laid out
     for d in ("usr/bin", "usr/local", "usr/share/man", "var/log", "var/tmp", "tmp", "opt", "etc", "root", "srv",
               "proc/driver/nvidia"):
         (root / d).mkdir(parents=True, exist_ok=True)
+    for d in ("tmp", "var/tmp"):
+        (root / d).chmod(0o1777)  # world-writable and sticky, as on every Linux host
     shutil.copytree(SIMHOST, root / host_state.STATE_DIR / "lib" / "simhost",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     st = machine.default_state(gpus=gpus, gpu_model=gpu_model, driver_version=driver_version,
@@ -172,7 +177,11 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, gpu_model: str,
     _write_command(root / "usr" / "bin" / "df", python, "simhost.disk", "df_main")
     _write_command(root / "usr" / "bin" / "lsmod", python, "simhost.disk", "lsmod_main")
     _write_command(root / "usr" / "bin" / "uname", python, "simhost.kernel", "uname_main")
-    _link_host_programs(root / "usr" / "bin")
+    _write_command(root / "usr" / "bin" / "dpkg", python, "simhost.dpkg", "dpkg_main")
+    _write_command(root / "usr" / "bin" / "dpkg-query", python, "simhost.dpkg", "dpkg_query_main")
+    sim_dpkg.write_database(root, st)
+    _write_compiler(root / "usr" / "bin", python, compiler)
+    _link_host_programs(root / "usr" / "bin", shown=lambda name: sim_compiler.shown_from_host(name, compiler))
     _link_host_system_programs(root / "usr" / "sbin", own=root / "usr" / "bin")
     (root / "etc" / "os-release").write_text(OS_RELEASE)
     for key in toolkits:
@@ -228,13 +237,25 @@ sys.exit({function}(sys.argv[1:], Path(root)))
 """
 
 
-def _link_host_programs(bin_dir: Path) -> None:
+def _link_host_programs(bin_dir: Path, shown) -> None:
     """The sim's /usr/bin: its own commands, and links to this machine's programs, which the sandbox
-    shows read-only at HOST_USR_BIN (bash, python3, grep... as on any host)."""
+    shows read-only at HOST_USR_BIN (bash, python3, grep... as on any host), but for those `shown`
+    keeps out (this machine's compiler, where the sim's state says otherwise)."""
     for name in os.listdir("/usr/bin"):
         link = bin_dir / name
-        if not link.exists() and not link.is_symlink():
+        if shown(name) and not link.exists() and not link.is_symlink():
             link.symlink_to(f"{HOST_USR_BIN}/{name}")
+
+
+def _write_compiler(bin_dir: Path, python: str, compiler: sim_compiler.Compiler | None) -> None:
+    """gcc, g++ and cpp of the sim's state, under Ubuntu's names; nothing when it has no compiler."""
+    if compiler is None:
+        return
+    for name, target in sim_compiler.layout(compiler).items():
+        if target is None:
+            _write_command(bin_dir / name, python, "simhost.compiler")
+        else:
+            (bin_dir / name).symlink_to(target)
 
 
 def _link_host_system_programs(sbin_dir: Path, own: Path) -> None:

@@ -8,7 +8,8 @@ here: the fake packages raise the real errors first (torch, sgl_kernel, the JIT'
 
 Nothing sleeps: a benchmark whose figures say 12 minutes returns in a fraction of a second. So
 every benchmark ends with lines that say its figures are simulated time on the sim's GPUs, how
-much real time the run took, and, for the serving benchmarks, that the server they measure was
+much real time its own process took (not the command around it, which a caller timing the whole
+command measures), and, for the serving benchmarks, that the server they measure was
 brought up inside the benchmark process (no server process runs on the simulated host).
 """
 
@@ -153,8 +154,10 @@ def simulated_notes(root, server: str | None) -> list[str]:
         lines.append(f"{NOTE}the {server} server was brought up inside this benchmark process for the run "
                      f"(--host, --port and --base-url are not used), so no server process runs on this host "
                      f"before or after it")
-    lines.append(f"{NOTE}durations, throughputs and latencies above are simulated time on {on}; this run took "
-                 f"{real_seconds():.2f} s of real time")
+    # Said as what it is: a tool that times the whole command (sandbox, shell, interpreter) sees more.
+    lines.append(f"{NOTE}durations, throughputs and latencies above are simulated time on {on}; the benchmark's "
+                 f"own process took {real_seconds():.2f} s of real time to this line; starting the command that "
+                 f"ran it is not included")
     return lines
 
 

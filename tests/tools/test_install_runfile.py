@@ -1,0 +1,166 @@
+"""install_runfile on the simulated GPU host: a host without a compiler is refused before anything is
+written or downloaded, and a failed installer's error says what it said and what it left behind."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from tools.base import ArtifactStore, ToolContext, ToolError
+from tools.hosts import CommandResult, HostPool
+from tools.install_runfile import InstallRunfile, installer_failure
+from tools.sim import build_sim
+
+TARGET = "/usr/local/cuda-13.0"
+LOG = "/var/log/cuda-installer.log"
+
+
+class _Recorded:
+    """A host provider that keeps every command its hosts ran, in order."""
+
+    def __init__(self, pool):
+        self.pool, self.commands = pool, []
+
+    def get(self, name):
+        host, commands = self.pool.get(name), self.commands
+
+        class Host:
+            spec = host.spec
+
+            def run(self, command, **kw):
+                commands.append(command)
+                return host.run(command, **kw)
+
+            def __getattr__(self, attr):
+                return getattr(host, attr)
+
+        return Host()
+
+
+def _call(sim, tmp_path, commands: list[str], **args):
+    pool = HostPool([sim.host_spec()])
+    hosts = _Recorded(pool)
+    hosts.commands = commands
+    ctx = ToolContext(hosts=hosts, artifacts=ArtifactStore(tmp_path / "t.artifacts"))
+    info = sim.runfiles["13.0"]
+    tool = InstallRunfile()
+    try:
+        return tool.run(ctx, tool.parse_args({"host": "sim", "runfile": info.url, "checksum": info.md5,
+                                              "version": "13.0", **args}))
+    finally:
+        pool.close()
+
+
+def install(sim, tmp_path, **args):
+    """(result, the commands run) of an install that succeeds."""
+    commands: list[str] = []
+    return _call(sim, tmp_path, commands, **args), commands
+
+
+def failure(sim, tmp_path, **args) -> tuple[str, list[str]]:
+    """(the error, the commands run) of an install that fails."""
+    commands: list[str] = []
+    with pytest.raises(ToolError) as e:
+        _call(sim, tmp_path, commands, **args)
+    return str(e.value), commands
+
+
+# --------------------------------------------------------------------------- no compiler
+
+
+def test_a_host_without_gcc_is_refused_before_anything_is_downloaded_or_written(tmp_path):
+    sim = build_sim(tmp_path / "gpu", gcc=None)
+    message, commands = failure(sim, tmp_path)
+    assert "\n" not in message
+    assert message == (
+        "sim has no gcc on PATH (`command -v gcc` finds none), and the CUDA installer stops without one "
+        "(\"Missing gcc. gcc is required to continue.\"): install a compiler on sim first (Debian and Ubuntu: "
+        "apt-get install gcc), or install with `override: true`, which skips the installer's compiler check and "
+        "needs a rule of the goal file that allows it; nothing was written or downloaded")
+    assert "command -v gcc" in commands
+    assert not [c for c in commands if c.startswith(("curl -fL", "mkdir", "sh "))], commands
+    assert list(sim.sys_path("/tmp").iterdir()) == []
+    assert not sim.sys_path(LOG).exists() and not sim.sys_path(TARGET).exists()
+
+
+def test_override_installs_on_a_host_without_gcc_and_skips_the_check(tmp_path):
+    sim = build_sim(tmp_path / "gpu", gcc=None)
+    r, commands = install(sim, tmp_path, override=True)
+    assert "command -v gcc" not in commands
+    assert r.nvcc_version == "13.0" and "--override" in r.installer_command
+    assert r.log_errors == ["[ERROR]: Missing gcc. gcc is required to continue."]
+
+
+def test_a_host_with_gcc_passes_the_check(tmp_path):
+    r, commands = install(build_sim(tmp_path / "gpu"), tmp_path)
+    assert "command -v gcc" in commands and r.nvcc_version == "13.0"
+
+
+# --------------------------------------------------------------------------- a failed installer
+
+
+def test_a_failed_install_says_what_the_installer_said_and_what_it_left(tmp_path):
+    sim = build_sim(tmp_path / "gpu", free_space_mb={"/tmp": 100})  # room for the file, not for extracting it
+    info = sim.runfiles["13.0"]
+    downloaded = f"/tmp/{info.filename}"
+    message, commands = failure(sim, tmp_path)
+    assert any(c.startswith("curl -fL") for c in commands)  # it was this call's own download
+    assert message.startswith("the installer failed (exit 1): Disk space check has failed. Installation cannot "
+                              f"continue. Its log {LOG} says: Not enough space on parition mounted at /tmp. ")
+    assert ".." not in message.replace("/..", "")
+    assert f"The runfile's checksum matched (md5 {info.md5}) before it ran." in message
+    assert "The symlink /usr/local/cuda pointed at /usr/local/cuda-12.8 before and still does." in message
+    assert f"{TARGET} was not created." in message
+    assert message.endswith(f"The runfile this call downloaded to {downloaded} was removed (a retry downloads it "
+                            "again).")
+    assert not sim.sys_path(downloaded).exists()
+    assert sim.sys_path("/usr/local/cuda").readlink().as_posix() == "/usr/local/cuda-12.8"
+
+
+def test_a_runfile_the_call_did_not_download_into_a_temporary_directory_stays(tmp_path):
+    sim = build_sim(tmp_path / "gpu", free_space_mb={"/tmp": 100})
+    info = sim.runfiles["13.0"]
+    # Given as a path on the host.
+    message, _ = failure(sim, tmp_path, runfile=str(info.path))
+    assert message.endswith(f"The runfile {info.path} was given as a path on the host and stays there.")
+    assert sim.sys_path(str(info.path)).is_file()
+    # Already downloaded before this call, with the right checksum.
+    there = sim.sys_path(f"/tmp/{info.filename}")
+    there.write_bytes(sim.sys_path(str(info.path)).read_bytes())
+    message, commands = failure(sim, tmp_path)
+    assert not any(c.startswith("curl -fL") for c in commands)
+    assert message.endswith(f"The runfile /tmp/{info.filename} was there before this call (its checksum matched) "
+                            "and stays there.")
+    assert hashlib.md5(there.read_bytes()).hexdigest() == info.md5
+    # Downloaded by this call, into a directory that is not a temporary one.
+    message, _ = failure(sim, tmp_path, download_dir="/root/runfiles")
+    assert message.endswith(f"The runfile this call downloaded stays at /root/runfiles/{info.filename} "
+                            "(download_dir is not a temporary directory).")
+    assert sim.sys_path(f"/root/runfiles/{info.filename}").is_file()
+
+
+def test_only_this_runs_log_lines_are_reported(tmp_path):
+    """The installer appends to its log: an error of an earlier run is not this install's."""
+    sim = build_sim(tmp_path / "gpu")
+    log = sim.sys_path(LOG)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("[INFO]: an earlier run\n[ERROR]: Missing gcc. gcc is required to continue.\n")
+    r, _ = install(sim, tmp_path)
+    assert r.nvcc_version == "13.0" and r.log_errors == []
+    assert "an earlier run" not in r.log_tail and "Installed: CUDA Toolkit 13.0" in r.log_tail
+
+
+def test_an_installer_that_timed_out_or_printed_nothing_is_said_so_in_sentences():
+    timed_out = CommandResult(command="sh x.run", exit_code=None, stdout="", stderr="", duration_s=60.0,
+                              timed_out=True)
+    text = installer_failure(timed_out, 60, LOG, [], "md5 00", ["The runfile x.run stays."])
+    assert text == (f"the installer failed (timed out after 60 s): it printed nothing. Its log {LOG} has no error "
+                    "lines from this run. The runfile's checksum matched (md5 00) before it ran. The runfile x.run "
+                    "stays.")
+    said = CommandResult(command="sh x.run", exit_code=1, stdout="Failed to verify gcc version.\n", stderr="",
+                         duration_s=1.0)
+    text = installer_failure(said, 60, LOG, ["[ERROR]: Missing gcc. gcc is required to continue."], "md5 00", [])
+    assert text.startswith("the installer failed (exit 1): Failed to verify gcc version. Its log "
+                           f"{LOG} says: Missing gcc. gcc is required to continue. The runfile's")
+    assert ".." not in text
