@@ -63,6 +63,14 @@ class SimMachine(BaseModel):
 
         return gpu_model_key(asked)
 
+    @field_validator("gcc")
+    @classmethod
+    def _names_a_compiler_version(cls, gcc: str | None) -> str | None:
+        from tools.sim import check_gcc  # lazy: as above
+
+        check_gcc(gcc)
+        return gcc
+
     @model_validator(mode="after")
     def _driver_supports_the_gpu(self) -> "SimMachine":
         from tools.sim import check_driver_supports  # lazy: as above
