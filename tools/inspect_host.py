@@ -54,6 +54,8 @@ def _script(cuda_root: str, python: str, disk_paths: list[str]) -> str:
         "nvidia_smi": "nvidia-smi 2>&1 | head -12",
         "gpus": "nvidia-smi --query-gpu=index,name,compute_cap,memory.total --format=csv,noheader,nounits 2>&1",
         "nvcc": "command -v nvcc && nvcc --version 2>&1",
+        # The CUDA runfile's installer refuses to run without a host compiler (unless overridden).
+        "gcc": "command -v gcc >/dev/null && gcc --version 2>&1 | head -n 1",
         # A third field for symlinks (Ubuntu's /usr/local/cuda-13 -> /etc/alternatives/cuda-13 ->
         # /usr/local/cuda-13.0): where they resolve, so one toolkit is not listed twice.
         "toolkits": f"for d in {r}/cuda-*; do [ -d \"$d\" ] || continue; v=''; "
@@ -178,6 +180,8 @@ class InspectHost(Tool):
         gpu_count: int
         toolkit_on_path: Toolkit | None
         nvcc_build: str | None
+        gcc: str | None = Field(None, description="the host compiler's `gcc --version` line; the CUDA runfile "
+                                                  "installer refuses without a compiler unless overridden")
         toolkits: list[Toolkit]
         cuda_symlink: str | None = Field(description="where <cuda_root>/cuda points, resolved")
         python: PythonEnv | None
@@ -243,6 +247,10 @@ def parse_inspection(text: str, *, host: str, cuda_root: str, python: str,
     toolkit_on_path = Toolkit(path=nvcc_path, version=nvcc_version) if nvcc_version else None
     if toolkit_on_path is None:
         notes.append("no nvcc on PATH")
+    gcc = (s.get("gcc", "").strip().splitlines() or [None])[0]
+    if gcc is None:
+        notes.append("no gcc on PATH: the CUDA runfile installer refuses to run without a compiler (install one, "
+                     "e.g. apt-get install gcc, or install with override)")
 
     toolkits = []
     links: list[tuple[str, str, str | None]] = []  # (link, where it resolves, version)
@@ -311,6 +319,6 @@ def parse_inspection(text: str, *, host: str, cuda_root: str, python: str,
             python_env.torch_cuda.split(".")[0] != nvcc_version.split(".")[0]:
         notes.append(f"torch is built for CUDA {python_env.torch_cuda} but nvcc on PATH is {nvcc_version}")
     return InspectHost.Result(host=host, os=os_name, kernel=kernel, driver=driver, gpus=gpus, gpu_count=len(gpus),
-                              toolkit_on_path=toolkit_on_path, nvcc_build=nvcc_build, toolkits=toolkits,
+                              toolkit_on_path=toolkit_on_path, nvcc_build=nvcc_build, gcc=gcc, toolkits=toolkits,
                               cuda_symlink=cuda_symlink, python=python_env, disk=disk,
                               pip_indexes=_pip_indexes(s.get("pip_config", "")), notes=notes)

@@ -273,6 +273,7 @@ class BenchComparison(BaseModel):
     # How this run's command line (environment and directory included) differs from the baseline's:
     # a comparison of two different things is still made, and says so.
     not_like_for_like: str | None = None
+    toolkits_differ: str | None = None  # the same command, each side with its own toolkit's CUDA_HOME
 
 
 def compare(label: str, values: list[float], baseline_label: str, baseline: dict,
@@ -480,7 +481,11 @@ class RunBench(Tool):
         comparison = None
         if baseline is not None:
             comparison = compare(args.label, values, args.compare_to, baseline, higher_is_better(metric, unit))
-            if baseline.get("command") and baseline["command"] != bench_subject(args):
+            if baseline.get("command") and _same_but_toolkit(baseline["command"], bench_subject(args)):
+                comparison.toolkits_differ = (f"{args.label} and {args.compare_to} ran the same command, each with "
+                                              "the CUDA toolkit of its side (CUDA_HOME): like for like across the "
+                                              "upgrade")
+            elif baseline.get("command") and baseline["command"] != bench_subject(args):
                 comparison.not_like_for_like = (f"{args.label} ran `{bench_subject(args)}`, {args.compare_to} ran "
                                                 f"`{baseline['command']}`: say why in the report (e.g. CUDA_HOME for "
                                                 f"a new toolkit), or measure both alike")
@@ -512,7 +517,8 @@ class RunBench(Tool):
                 f"against {c.baseline_label}: median {_num(c.baseline_median)} (min {_num(c.baseline_min)}, "
                 f"max {_num(c.baseline_max)}); ratio {ratio}; significant: {'yes' if c.significant else 'no'}",
                 f"verdict: {c.verdict}",
-            ] + ([f"not like for like: {c.not_like_for_like}"] if c.not_like_for_like else [])
+            ] + ([f"not like for like: {c.not_like_for_like}"] if c.not_like_for_like else []) \
+                + ([f"toolkits: {c.toolkits_differ}"] if c.toolkits_differ else [])
         if result.artifacts:
             lines.append(f"whole outputs: {', '.join(result.artifacts)}")
         if result.output_tail:
@@ -571,6 +577,16 @@ def _read_run_metric(parser: str, metric: str, r: CommandResult, what: str, arti
     reason = first or "the command printed nothing"
     raise ToolError(f"{what}: parser {parser} found no {metric} in the output (exit code {r.exit_code}): "
                     f"{reason}{_failure_tail(r, artifact)}")
+
+
+# A CUDA toolkit's directory, as CUDA_HOME (or a PATH entry) names it: /usr/local/cuda-12.8, /opt/cuda-13.0.
+_TOOLKIT_DIR = re.compile(r"/[\w./-]*cuda-\d+\.\d+")
+
+
+def _same_but_toolkit(before: str, after: str) -> bool:
+    """Two command lines that differ only in which toolkit directory they name: the two sides of a
+    toolkit upgrade, each benchmarked with its own toolkit, as the system prompt asks."""
+    return before != after and _TOOLKIT_DIR.sub("<toolkit>", before) == _TOOLKIT_DIR.sub("<toolkit>", after)
 
 
 def bench_subject(args: RunBenchArgs) -> str:

@@ -61,8 +61,9 @@ class SSHExec(Tool):
     `$VAR` except in echo, `$(...)` except one-word outputs such as `$(uname -r)`, and
     programs or options the gate does not know. Those change the host: they need a backup of
     that host and the operator's approval (or a goal file rule), bound to the exact command
-    text (and its env). A refusal names the part that made the command a change; the
-    read-only parts run on their own. Prefer one plain command per call over long chains.
+    text (and its env). A refused command runs not at all, none of its parts: the refusal
+    names the part that made it a change, so send the read-only parts again as a command of
+    their own. Prefer one plain command per call over long chains.
 
     `timeout` (seconds, default 600) kills the command and everything it started when it
     runs too long: the result has timed_out=true and no exit code. If the connection drops

@@ -549,3 +549,17 @@ def test_a_comparison_of_two_different_command_lines_says_so(bench):
     same = bench.run(command="echo 'Output token throughput (tok/s): 11'", label="again", compare_to="after",
                      parser="regex:throughput \\(tok/s\\): ([0-9.]+)", env={"CUDA_HOME": "/usr/local/cuda-13.0"})
     assert same.comparison.not_like_for_like is None
+
+
+def test_each_side_with_its_own_toolkit_is_like_for_like(bench):
+    # What the system prompt asks: "before" with the old toolkit's CUDA_HOME, "after" with the new one's.
+    parser = "regex:throughput \\(tok/s\\): ([0-9.]+)"
+    bench.run(command="echo 'Output token throughput (tok/s): 10'", label="before", parser=parser,
+              env={"CUDA_HOME": "/usr/local/cuda-12.8"})
+    r = bench.run(command="echo 'Output token throughput (tok/s): 10'", label="after", compare_to="before",
+                  parser=parser, env={"CUDA_HOME": "/usr/local/cuda-13.0"})
+    assert r.comparison.not_like_for_like is None and "toolkit of its side" in r.comparison.toolkits_differ
+    assert "not like for like" not in RunBench().render(r) and "toolkits:" in RunBench().render(r)
+    other = bench.run(command="echo 'Output token throughput (tok/s): 11' # --num-prompts 2", label="other",
+                      compare_to="before", parser=parser, env={"CUDA_HOME": "/usr/local/cuda-13.0"})
+    assert other.comparison.not_like_for_like and other.comparison.toolkits_differ is None
