@@ -249,7 +249,7 @@ class OpenAIModel:
                         if tc.id:
                             slot["id"] = tc.id
                         if tc.function is not None:
-                            slot["name"] += tc.function.name or ""
+                            slot["name"] = _streamed_name(slot["name"], tc.function.name or "")
                             slot["arguments"] += tc.function.arguments or ""
                     if choice.finish_reason:
                         finish = choice.finish_reason
@@ -526,3 +526,13 @@ def _body_text(exc: Any) -> str | None:
             return None
         text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
     return text[:ERROR_BODY_LIMIT]
+
+
+def _streamed_name(so_far: str, piece: str) -> str:
+    """A streamed call's function name: OpenAI sends it once, in pieces appended here; llama-cpp-python's
+    server sends the whole name again in every chunk, which must not be appended to itself."""
+    if not piece or piece == so_far:
+        return so_far
+    if so_far and piece.startswith(so_far):  # the whole name so far, repeated and extended
+        return piece
+    return so_far + piece

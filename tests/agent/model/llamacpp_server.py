@@ -64,7 +64,8 @@ class LlamaCppServer:
     def __init__(self, script: list[Said] | Callable[[list[dict]], Said], *, needs_tool_choice: bool = True,
                  streams_tool_calls: bool = True, rejects_null_content: bool = True, reports_usage: bool = False,
                  parses_arguments: bool = True, n_ctx: int | None = None, props: bool = True,
-                 fails_with: tuple[int, str] | None = None, fails_with_body: tuple[int, dict] | None = None):
+                 fails_with: tuple[int, str] | None = None, fails_with_body: tuple[int, dict] | None = None,
+                 repeats_tool_name: bool = False):
         self._next = script if callable(script) else self._from_list(list(script))
         self.needs_tool_choice = needs_tool_choice
         self.streams_tool_calls = streams_tool_calls
@@ -75,6 +76,8 @@ class LlamaCppServer:
         self.props = props
         self.fails_with = fails_with
         self.fails_with_body = fails_with_body
+        # llama-cpp-python's server names the function again in every chunk of a streamed call.
+        self.repeats_tool_name = repeats_tool_name
         self.requests: list[dict] = []  # every chat request's body, accepted or not
         self.answered: list[int] = []  # the status each chat request got
         self.gets: list[str] = []
@@ -224,7 +227,8 @@ class LlamaCppServer:
             first, rest = raw[: len(raw) // 2], raw[len(raw) // 2:]
             send(_chunk({"tool_calls": [{"index": i, "id": f"call_{len(self.requests)}_{i}", "type": "function",
                                          "function": {"name": name, "arguments": first}}]}))
-            send(_chunk({"tool_calls": [{"index": i, "function": {"arguments": rest}}]}))
+            again = {"name": name} if self.repeats_tool_name else {}
+            send(_chunk({"tool_calls": [{"index": i, "function": {**again, "arguments": rest}}]}))
         send(_chunk({}, finish=_finish(said)))
         usage = self._usage(body, said)
         if usage:

@@ -49,6 +49,15 @@ def test_tools_go_with_tool_choice_auto_so_the_server_puts_them_in_the_prompt(tm
     assert [r["status"] for r in events(path, "tool_result")] == ["ok"]
 
 
+def test_a_function_name_repeated_in_every_streamed_chunk_is_taken_once(tmp_path):
+    # llama-cpp-python's server names the function again in each chunk of a streamed call.
+    path = tmp_path / "t.jsonl"
+    with LlamaCppServer([Said(calls=[ECHO]), Said("done")], repeats_tool_name=True) as srv:
+        out = run_session(session(path, client(srv)), "say hello")
+    assert [c["name"] for c in events(path, "model_response")[0]["tool_calls"]] == ["echo"]
+    assert out.status == "done" and [r["status"] for r in events(path, "tool_result")] == ["ok"]
+
+
 def test_a_server_that_cannot_stream_tool_calls_is_asked_without_streaming_for_the_rest_of_the_session(tmp_path):
     path = tmp_path / "t.jsonl"
     script = [Said(calls=[ECHO]), Said(calls=[("echo", {"text": "again", "host": None})]), Said("all done")]
