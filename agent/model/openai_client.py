@@ -19,6 +19,7 @@ import email.utils
 import json
 import os
 import re
+import threading
 import time
 from typing import Any, Callable
 
@@ -151,6 +152,9 @@ class OpenAIModel:
         # Local servers usually need no key, but the SDK insists on one.
         self._client = openai.OpenAI(api_key=api_key or "not-needed", base_url=base_url, max_retries=0,
                                      timeout=timeout_s)
+        # The SDK's timeout is per read: a server that keeps a reply open (keep-alive pings, a reply
+        # that never ends) never trips it. This one bounds a whole streamed reply.
+        self.timeout_s = timeout_s
         self._max_attempts = max_attempts
         self._wait = _WaitRetryAfter(backoff_initial_s, backoff_max_s)
         self._on_retry = on_retry
@@ -229,6 +233,29 @@ class OpenAIModel:
     def _streamed(self, wire, tools, on_text) -> AssistantTurn:
         stream = self._client.chat.completions.create(**self._request(wire, tools), stream=True,
                                                       stream_options={"include_usage": True})
+        # A reply held open past the timeout (keep-alive comments yield no chunks) is cut from a timer.
+        overdue = threading.Event()
+
+        def cut() -> None:
+            overdue.set()
+            stream.response.close()
+
+        timer = threading.Timer(self.timeout_s, cut)
+        timer.daemon = True
+        timer.start()
+        try:
+            return self._read_stream(stream, on_text)
+        except Exception as exc:
+            if overdue.is_set():
+                raise ModelError(f"model server {self.base_url} kept its reply open past the {self.timeout_s:g} s "
+                                 "model timeout without finishing it (a reply that never ends, or keep-alives "
+                                 "only): cap its output (llama.cpp: --n-predict) or raise --model-timeout",
+                                 kind="server") from exc
+            raise
+        finally:
+            timer.cancel()
+
+    def _read_stream(self, stream, on_text) -> AssistantTurn:
         text: list[str] = []
         calls: dict[int, dict] = {}
         usage: Usage | None = None

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from llamacpp_server import LlamaCppServer, Said
-
 from agent.budget import Budget
 from agent.loop import GO_ON, MAX_CUT_OFF_TURNS, Session, run_session
 from agent.model.openai_client import OpenAIModel
@@ -19,6 +17,7 @@ from tools.base import Registry
 from fake_openai import FakeOpenAI, Reply
 from fake_tools import all_fake_tools
 from helpers import events
+from llamacpp_server import LlamaCppServer, Said
 
 ECHO = ("echo", {"text": "hello", "host": "h1"})
 
@@ -247,3 +246,50 @@ def test_a_server_that_dies_mid_run_ends_the_session_saying_it_stopped(tmp_path)
     assert out.kind == "stopped" and events(path, "model_error")[0]["kind"] == "stopped"
     assert events(path)[-1]["status"] == "model_error" and verify(path).ok
 
+
+
+def test_a_reply_kept_open_with_keep_alives_ends_at_the_model_timeout(tmp_path):
+    # sse-starlette servers (llama-cpp-python) send ": ping" comments while they generate: each one
+    # resets the SDK's read timeout, so only a deadline for the whole reply ends a reply that never does.
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Pinging(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):  # noqa: N802 - http.server's naming
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            posts.append(1)
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            try:
+                for _ in range(600):
+                    data = b": ping\r\n\r\n"
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            except OSError:
+                pass
+
+    posts: list[int] = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Pinging)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        model = OpenAIModel("local-model", base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
+                            api_key="sk-test-key-000000000000", timeout_s=1.0, backoff_initial_s=0.01,
+                            backoff_max_s=0.02)
+        path = tmp_path / "t.jsonl"
+        out = run_session(session(path, model), "say hello")
+    finally:
+        server.shutdown()
+    assert out.status == "model_error" and out.kind == "server" and "kept its reply open" in out.reason
+    assert one_line(out.reason)
+    assert len(posts) == 1  # the deadline ends it: a stream held open is not asked again
+    assert verify(path).ok
