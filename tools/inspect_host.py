@@ -248,7 +248,7 @@ def parse_inspection(text: str, *, host: str, cuda_root: str, python: str,
     if toolkit_on_path is None:
         notes.append("no nvcc on PATH")
     gcc = (s.get("gcc", "").strip().splitlines() or [None])[0]
-    if gcc is None:
+    if gcc is None and "gcc" in s:  # an output recorded before the compiler was asked about says nothing
         notes.append("no gcc on PATH: the CUDA runfile installer refuses to run without a compiler (install one, "
                      "e.g. apt-get install gcc, or install with override)")
 
