@@ -26,6 +26,10 @@ class Verdict:
     reason: str
 
 
+# The reasons agent.errors.interruption_reason gives a signal, and the exit code each one ends with.
+_SIGNAL_REASONS = (("stopped by SIGTERM", ExitCode.TERMINATED), ("stopped by SIGHUP", ExitCode.HANGUP))
+
+
 def judge(outcome: Outcome, session: Session, checks_ok: bool | None) -> Verdict:
     """What happened, in an exit code and a verdict: success only where the record shows it.
 
@@ -34,7 +38,9 @@ def judge(outcome: Outcome, session: Session, checks_ok: bool | None) -> Verdict
     and one whose steps all ran is done but unverified.
     """
     if outcome.status == "interrupted":
-        return Verdict(ExitCode.INTERRUPTED, "not met", outcome.reason)
+        # The verdict's code is the process's: a signal's own, Ctrl-C's otherwise.
+        code = next((c for prefix, c in _SIGNAL_REASONS if outcome.reason.startswith(prefix)), ExitCode.INTERRUPTED)
+        return Verdict(code, "not met", outcome.reason)
     if outcome.status == "budget":
         return Verdict(ExitCode.BUDGET, "not met", outcome.reason)
     if outcome.status == "model_error":

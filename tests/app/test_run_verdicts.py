@@ -164,3 +164,25 @@ def test_goal_files_too_large_or_expanding_through_aliases_are_refused_in_one_li
     bomb.write_text("goal: x\nhosts: [local]\n" + anchors)
     r = agent("run", str(bomb), home=tmp_path)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "YAML aliases" in r.stderr
+
+
+def test_a_sigterm_gives_the_same_exit_code_in_the_verdict_as_the_process(tmp_path):
+    import signal
+
+    goal = goal_file(tmp_path, "goal: look\nhosts: [local]\nbudget: {turns: 3}\n")
+    transcript = tmp_path / "t.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_"))}
+    env.update({"PYTHONPATH": str(ROOT), "HOME": str(tmp_path), "OPENAI_API_KEY": "x"})
+    with FakeOpenAI([Reply(calls=[("ssh_exec", {"host": "local", "command": "sleep 30"})]), Reply(text="x")]) as srv:
+        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "run", str(goal), "--base-url", srv.base_url,
+                                 "--transcript", str(transcript)], cwd=ROOT, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (transcript.exists() and '"type":"tool_start"' in transcript.read_text()):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    result = only(events(transcript), "goal_result")
+    assert result["exit_code"] == 143 and result["reason"].startswith("stopped by SIGTERM")
+    assert "(exit code 143: stopped by SIGTERM)" in out
