@@ -481,12 +481,31 @@ MODEL_OUTPUT_LIMIT = 16_000  # bytes of one stream the model sees; the rest goes
 
 
 def truncate_for_model(text: str, limit: int = MODEL_OUTPUT_LIMIT, artifact: str | None = None) -> str:
-    """Head and tail of `text` with byte and line counts; whole text stays in `artifact`."""
+    """Head and tail of `text` with byte and line counts; whole text stays in `artifact`.
+
+    Each cut moves to the nearest line break (or space) within a sixteenth of `limit`: the text is
+    redacted after it is cut, and a secret a cut went through would leave a piece that no rule can
+    tell from other text (a token's end without its prefix, a password without the name before it).
+    """
     data = text.encode("utf-8", "replace")
     if len(data) <= limit:
         return text
-    head = data[: limit * 2 // 3].decode("utf-8", "ignore")
-    tail = data[-(limit // 3):].decode("utf-8", "ignore")
+    # Where a cut may move to, best first: a line break, one escaped in JSON text, a space, a JSON string's end.
+    breaks = (b"\n", b"\\n", b" ", b'"')
+    reach = limit // 16
+    head_end, tail_start = limit * 2 // 3, len(data) - limit // 3
+    for brk in breaks:
+        at = data.rfind(brk, head_end - reach, head_end)
+        if at >= 0:
+            head_end = at
+            break
+    for brk in breaks:
+        at = data.find(brk, tail_start, tail_start + reach)
+        if at >= 0:
+            tail_start = at + len(brk)
+            break
+    head = data[:head_end].decode("utf-8", "ignore")
+    tail = data[tail_start:].decode("utf-8", "ignore")
     lines = text.count("\n") + (0 if text.endswith("\n") else 1)
     omitted = len(data) - len(head.encode()) - len(tail.encode())
     where = f"; whole output in {artifact}" if artifact else ""
@@ -526,8 +545,10 @@ def bound_for_record(data: Any, ctx: ToolContext, limit: int = RECORD_FIELD_LIMI
     if isinstance(data, str):
         if len(data) <= limit // 4 or len(data.encode("utf-8", "replace")) <= limit:
             return data
+        # Redacted before it is cut: a secret the cut went through would leave a piece no rule knows.
+        data = ctx.redact(data)
         if artifact is None:  # None too when it could not be saved: the session stops at its next event
-            artifact = ctx.artifacts.save(f"{ctx.call_id}-{where.rstrip('.') or 'text'}.txt", ctx.redact(data))
+            artifact = ctx.artifacts.save(f"{ctx.call_id}-{where.rstrip('.') or 'text'}.txt", data)
         return truncate_for_model(data, limit - 400, artifact=artifact)  # the marker line fits in the rest
     if isinstance(data, dict):
         return {key: bound_for_record(value, ctx, limit, f"{where}{key}.", data.get(f"{key}_artifact"))

@@ -385,47 +385,39 @@ def _corpus(name: str) -> list[dict]:
     return [json.loads(line) for line in (CORPUS / name).read_text().splitlines() if line.strip()]
 
 
-# The corpus's cases of the kinds this redactor covers: every private-key block with its BEGIN or END
-# line, cloud keys, tokens of the vendors it knows, passwords in URLs, and secret-named variables.
-COVERED = {
-    "key-rsa-plain", "key-rsa-4096", "key-rsa-1024", "key-ec", "key-dsa", "key-openssh-ed25519", "key-openssh-rsa",
-    "key-openssh-encrypted", "key-pkcs8-rsa", "key-pkcs8-ed25519", "key-pkcs8-ec", "key-encrypted-pkcs8",
-    "key-rsa-proc-type", "key-rsa-crlf", "key-ppk-v3", "key-ppk-v3-encrypted", "key-ppk-v2-rsa", "key-pgp-private",
-    "key-ssh2-commercial", "key-openvpn-static", "key-json-escaped-openssh", "key-json-double-escaped",
-    "key-python-repr", "key-terraform-state", "key-cut-after-lines", "key-cut-midline",
-    "key-cut-then-truncation-marker", "key-json-escaped-cut", "key-tail-only", "key-in-log-lines",
-    "key-yaml-block-scalar", "key-b64-yaml", "key-single-line", "key-space-separated", "key-two-keys", "key-with-pub",
-    "key-pem-bundle", "key-indented-tab", "key-ansible-vars", "key-rsa-cut-no-end-prompt", "kube-config-raw",
-    "gcp-sa-json-double-escaped", "gcp-sa-json-truncated", "gcp-print-access-token", "aws-sts-json",
-    "aws-assume-role-json", "aws-key-id-prose", "aws-sigv4-header", "url-presigned-s3", "azure-sas-url",
-    "jwt-bare-0", "jwt-bare-1", "jwt-bare-2", "jwt-log-line", "jwt-sa-token-file", "git-submodule-url",
-    "tok-gitlab-deploy", "db-redis-nouser", "env-ansi-value", "env-terraform", "env-python-environ",
-    "env-multiline-sshkey", "log-escaped-json-in-json", "json-escaped-in-string", "tok-slack-webhook",
+# The corpus's cases still leaking, and why: a bare value that no name, key word or shape gives away.
+# Any other case that leaks fails the test below.
+STILL_LEAKING = {
+    "azure-storage-key-cli": "an account key alone on the line after `az storage account keys list -o tsv`",
+    "key-middle-only": "lines from the middle of a private key (`sed -n 10,14p id_rsa`): no BEGIN or END line",
+    "key-raw-ed25519-seed": "an ed25519 seed after `seed (base64):`, a label of no common format",
+    "json-credentials-nested": 'a value two objects below "credentials", under the neutral name "value"',
 }
 
 
-def test_the_red_team_corpus_secrets_of_the_covered_kinds_are_hidden_whole_in_text_and_in_streams():
+def _streamed(redactor: Redactor, text: str, rng: random.Random, previews: bool = True) -> str:
+    """What a stream of `text` split anywhere shows: its lines and, with `previews`, each line still arriving."""
+    stream = StreamRedactor(redactor)
+    shown = [line for chunk in _chunks(text + "\n", rng)
+             for line in (*stream.feed(chunk), *([stream.preview()] if previews else []))]
+    return "\n".join([*shown, *stream.finish()])
+
+
+def test_the_red_team_corpus_secrets_are_hidden_whole_in_text_and_in_streams_but_for_the_bare_values_listed():
     meta = json.loads((CORPUS / "secrets_meta.json").read_text())
-    cases = [c for c in _corpus("secrets.jsonl") if c["id"].split("-")[0] in ("key", "aws", "gcp", "azure", "jwt",
-                                                                                "env", "url", "git", "db", "json")
-             or c["id"] in COVERED]
     redactor = Redactor(environ={})
     leaked, streamed = [], []
     rng = random.Random(11)
-    for case in cases:
+    for case in _corpus("secrets.jsonl"):
         pieces = [f["value"] for f in meta.get(case["id"], [])]
         text_out = redactor.text(case["text"])
-        stream = StreamRedactor(redactor)
-        shown = [line for chunk in _chunks(case["text"] + "\n", rng) for line in (*stream.feed(chunk),
-                                                                                    stream.preview())]
-        stream_out = "\n".join([*shown, *stream.finish()])
+        stream_out = _streamed(redactor, case["text"], rng)
         if any(p in text_out for p in pieces):
             leaked.append(case["id"])
-        if any(p in stream_out for p in pieces) and not any(p in text_out for p in pieces):
+        elif any(p in stream_out for p in pieces):
             streamed.append(case["id"])
     assert not streamed  # a stream never shows what the same text, whole, would hide
-    assert COVERED.isdisjoint(leaked), sorted(COVERED & set(leaked))
-    assert len(leaked) <= 25, leaked  # of ~250 cases of these kinds: the rest are bare values with no shape
+    assert sorted(leaked) == sorted(STILL_LEAKING)
 
 
 def test_the_red_team_look_alikes_and_benchmark_output_pass_unchanged():
@@ -433,6 +425,9 @@ def test_the_red_team_look_alikes_and_benchmark_output_pass_unchanged():
     keep = _corpus("keep.jsonl")
     changed = [c["id"] for c in keep if redactor.text(c["text"]) != c["text"]]
     assert changed == []
+    rng = random.Random(5)
+    streamed = [c["id"] for c in keep if _streamed(redactor, c["text"], rng, previews=False) != c["text"]]
+    assert streamed == []
     for sample in sorted((ROOT / "tests" / "data" / "bench").glob("*")):
         text = sample.read_text()
         assert redactor.text(text) == text, sample.name
@@ -440,3 +435,212 @@ def test_the_red_team_look_alikes_and_benchmark_output_pass_unchanged():
                  "export HF_TOKEN=$HF_TOKEN", "KEY_FILE=/etc/ssl/private/server.key", "Enter password: \nWelcome",
                  "The file should begin with -----BEGIN OPENSSH PRIVATE KEY----- when it is an OpenSSH key."):
         assert redactor.text(text) == text, text
+
+
+# --------------------------------------------------------------------------- command lines, config files, wraps
+
+
+def _password() -> str:
+    """A password of no shape: letters, digits and the punctuation people put in them."""
+    return _token(ALNUM, 4) + _token(ALNUM + "!%+.~^_#=", 12)
+
+
+def _base64_json(obj: dict) -> str:
+    return base64.b64encode(json.dumps(obj).encode()).decode()
+
+
+_MAKE = {
+    "pw": _password,
+    "alnum": lambda: _token(ALNUM, 32),
+    "hex40": lambda: secrets.token_hex(20),
+    "ngrok": lambda: f"{_token(ALNUM, 27)}_{_token(ALNUM, 21)}",
+    "cloudflared": lambda: _base64_json({"a": secrets.token_hex(16), "t": "bf714794-694e-44d4-a2d0-b31c02b5da68",
+                                         "s": base64.b64encode(os.urandom(32)).decode()}),
+    "ecr": lambda: _base64_json({"payload": base64.b64encode(os.urandom(300)).decode(),
+                                 "datakey": base64.b64encode(os.urandom(150)).decode(), "version": "2",
+                                 "type": "DATA_KEY", "expiration": 1735689600}),
+    "sha512crypt": lambda: f"$6${_token(ALNUM + './', 16)}${_token(ALNUM + './', 86)}",
+    "bcrypt": lambda: f"$2y$05${_token(ALNUM + './', 53)}",
+    "mailgun": lambda: "key-" + secrets.token_hex(16),
+}
+
+# Each form: where a password or token goes on a command line or in a config file. {kind} is a fresh value.
+NEW_FORMS = [
+    ("mysql -pPASSWORD", "$ mysql -u root -p{pw} -h 10.0.0.3 metrics"),
+    ("mysql -p'PASSWORD'", "mysql -u root -p'{pw}' metrics"),
+    ("mysqldump in ps", "root      4412  0.0  0.1  /usr/bin/mysqldump -uroot -p{pw} --all-databases"),
+    ("mysql in history", "  502  mysql -uroot -p{pw}\n  503  history | tail -3"),
+    ("sshpass -p", "sshpass -p '{pw}' ssh -o StrictHostKeyChecking=no ubuntu@10.0.0.21 nvidia-smi"),
+    ("curl -u user:password", "curl -u admin:{pw} http://10.0.0.21/redfish/v1/Systems"),
+    ("curl --user 'user:password'", "curl --user 'admin:{pw}' -k https://bmc-07/redfish/v1/UpdateService"),
+    ("redis-cli -a", "redis-cli -h 10.0.0.4 -a {pw} INFO"),
+    ("ipmitool -P", "ipmitool -I lanplus -H 10.10.0.21 -U ADMIN -P {pw} chassis power status"),
+    ("racadm -p", "racadm -r 10.10.0.22 -u root -p {pw} getsysinfo"),
+    ("docker login -p", "$ docker login -u gpuops -p {pw} nvcr.io\nLogin Succeeded"),
+    ('docker login -p="..."', 'docker login -u="corp+robot" -p="{alnum}" quay.io'),
+    ("twine -p", "twine upload -u ci -p {pw} --repository-url https://pypi.corp/ dist/*"),
+    ("az login -p", "az login --service-principal -u 3fbfb8e0-b08d-4e30 -p {pw} --tenant 56ff2c0f"),
+    ("sqlcmd -P", "sqlcmd -S db.corp -U sa -P {pw} -Q 'SELECT 1'"),
+    ("mongosh -p", "mongosh --host mongo.corp -u admin -p {pw} --authenticationDatabase admin"),
+    ("ldapsearch -w", "ldapsearch -x -H ldap://ldap.corp -D cn=admin,dc=corp -w {pw} uid=ops"),
+    ("smbclient -U user%password", "smbclient //nas/ckpts -U ops%{pw}"),
+    ("keytool -storepass", "keytool -importkeystore -srckeystore a.jks -srcstorepass {pw} -deststorepass {pw}"),
+    ("nmcli password", "nmcli dev wifi connect lab-net password {pw}"),
+    ("openssl -passin pass:", "openssl rsa -in key.pem -passin pass:{pw} -out key.dec.pem"),
+    ("openssl passwd", 'sudo useradd -m -p "$(openssl passwd -6 {pw})" gpuops'),
+    ("gpg --passphrase", "gpg --batch --passphrase {pw} -d secrets.tar.gpg"),
+    ("htpasswd -b", "htpasswd -b /etc/nginx/.htpasswd admin {pw}"),
+    ("htpasswd -nb", "htpasswd -nbB admin {pw}"),
+    ("echo | sudo -S", "echo '{pw}' | sudo -S apt-get install -y cuda-drivers-550"),
+    ("echo | chpasswd", "echo 'ubuntu:{pw}' | sudo chpasswd"),
+    ("echo | docker login --password-stdin", "echo {pw} | docker login -u ci --password-stdin nvcr.io"),
+    ("poetry http-basic", "$ poetry config http-basic.corp ci {pw}"),
+    ("wandb login KEY", "$ wandb login {hex40}\nwandb: Appending key for api.wandb.ai to your netrc file"),
+    ("wandb login --host URL KEY", "wandb login --relogin --host https://api.wandb.ai {hex40}"),
+    ("ngrok add-authtoken", "$ ngrok config add-authtoken {ngrok}"),
+    ("cloudflared service install", "cloudflared service install {cloudflared}"),
+    ("SSHPASS=", "SSHPASS={pw}"),
+    (".netrc on one line", "machine ftp.corp.example login deploy password {pw}"),
+    (".netrc default", "default login anonymous password {pw}"),
+    (".netrc over lines", "$ cat ~/.netrc\nmachine api.wandb.ai\n  login user\n  password {hex40}"),
+    (".pgpass", "$ cat ~/.pgpass\ndb.corp:5432:metrics:gpuapp:{pw}"),
+    (".my.cnf password==", "[client]\nuser=root\npassword=={pw}"),
+    ("pass:", "pass: {pw}"),
+    ("'password' => ...", "'password' => '{pw}',"),
+    (".npmrc _auth", "_auth={alnum}\nalways-auth=true"),
+    ("?auth= in a URL", "https://grafana.corp/render?auth={alnum}"),
+    ("Cookie: with several", "> Cookie: sessionid={alnum}; csrftoken={alnum}"),
+    ("Set-Cookie:", "< Set-Cookie: session={alnum}; Path=/; HttpOnly; Secure; SameSite=Lax"),
+    ("curl -b", "curl -b 'session={alnum}; theme=dark' https://wandb.ai/api"),
+    ("Mailgun key-", "api: {mailgun}"),
+    ("/etc/shadow", "root:{sha512crypt}:19800:0:99999:7:::\ndaemon:*:19800:0:99999:7:::"),
+    (".htpasswd bcrypt", "admin:{bcrypt}"),
+    ("aws ecr get-login-password", "$ aws ecr get-login-password --region us-east-1\n{ecr}"),
+]
+
+
+def _planted(template: str) -> tuple[str, list[str]]:
+    values: list[str] = []
+
+    def fresh(m: re.Match) -> str:
+        values.append(_MAKE[m.group(1)]())
+        return values[-1]
+
+    return re.sub(r"\{(\w+)\}", fresh, template), values
+
+
+@pytest.mark.parametrize("kind,template", NEW_FORMS, ids=[kind for kind, _ in NEW_FORMS])
+def test_passwords_on_command_lines_and_in_config_files_are_hidden_in_text_and_in_streams(kind, template):
+    text, values = _planted(template)
+    redactor = Redactor(environ={})
+    hidden = redactor.text(text)
+    assert REDACTED in hidden and not [v for v in values if v in hidden], hidden
+    for seed in range(3):
+        shown = _streamed(redactor, text, random.Random(seed))
+        assert not [v for v in values if v in shown], shown
+
+
+def test_the_passwords_sshpass_redis_cli_and_mysql_take_from_the_environment_are_known_values():
+    values = {name: _password() for name in ("SSHPASS", "REDISCLI_AUTH", "MYSQL_PWD", "BORG_PASSPHRASE")}
+    redactor = Redactor(environ={**values, "PWD": "/root/work", "OLDPWD": "/root"})
+    shown = redactor.text(" ".join(f"seen {value} bare;" for value in values.values()) + " in /root/work")
+    assert not [v for v in values.values() if v in shown] and shown.endswith("in /root/work"), shown
+
+
+# Look-alikes of those forms that hold no secret.
+NEW_FORMS_LOOK_ALIKES = [
+    "$ mysql -u root -p\nEnter password: ",
+    "mysql -u root -p metrics",
+    "docker run --gpus all -p 30000:30000 lmsysorg/sglang:latest",
+    'echo "$DOCKER_PASSWORD" | docker login -u gpuops --password-stdin nvcr.io',
+    "curl -u admin https://10.0.0.21/redfish/v1",
+    "curl -b cookies.txt -c cookies.txt https://example.com/login",
+    "curl --user-agent 'Mozilla/5.0 (X11; Linux x86_64)' https://example.com",
+    "redis-cli -h 10.0.0.4 -p 6379 INFO",
+    "echo 'deb https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /' | sudo tee /etc/apt/x.list",
+    "htpasswd -c /etc/nginx/.htpasswd admin",
+    "openssl rsa -in key.pem -passin env:KEY_PASS -out key.dec.pem",
+    "openssl passwd -6 -stdin",
+    "wandb: Currently logged in as: gpu-ops (corp-ml). Use `wandb login --relogin` to force relogin",
+    "passwd: password updated successfully\npassword required for user root",
+    "pass: 120/120\nfail: 0",
+    "daemon:*:19800:0:99999:7:::",
+    "00:11:22:33:44:55\n10:00:00:0000:ffff",
+    "gpu-node-07:12345:12345 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>",
+    "Set-Cookie: lang=en; Path=/",
+    "always-auth=true",
+    "the comment rsa-key-20250101 of a PuTTY key",
+    "awk '{print $1$2}' results.txt",
+    "keyring==25.0.0\nsecretstorage==3.3.3",
+]
+
+
+def test_look_alikes_of_command_line_and_config_file_forms_pass_unchanged():
+    redactor = Redactor(environ={})
+    for text in NEW_FORMS_LOOK_ALIKES:
+        assert redactor.text(text) == text, text
+        assert _streamed(redactor, text, random.Random(3), previews=False) == text, text
+
+
+def test_a_token_a_terminal_wrapped_is_hidden_on_both_lines_and_the_line_after_a_whole_one_stays():
+    redactor = Redactor(environ={})
+    hf = "hf_" + _token(ALNUM, 34)
+    jwt = _jwt()
+    wrapped_jwt = "\n".join(jwt[i:i + 80] for i in range(0, len(jwt), 80))
+    cases = [
+        (f"HF_TOKEN={hf[:20]}\n{hf[20:]}", [hf[:20], hf[20:]]),  # cut where the pane ended
+        (f"$ cat token\n{wrapped_jwt}\n$ ", [jwt[i:i + 80] for i in range(0, len(jwt), 80)]),
+    ]
+    for text, pieces in cases:
+        hidden = redactor.text(text)
+        assert not [p for p in pieces if p in hidden], hidden
+        for seed in range(3):
+            shown = _streamed(redactor, text, random.Random(seed))
+            assert not [p for p in pieces if p in shown], shown
+    # A token that is whole at the end of its line does not take the next line with it.
+    assert redactor.text(f"HF_TOKEN={hf}\nDone") == f"HF_TOKEN={REDACTED}\nDone"
+    assert redactor.text(f"{jwt}\nDone") == f"{REDACTED}\nDone"
+
+
+# --------------------------------------------------------------------------- cuts of long output
+
+
+def _pad(n: int) -> str:
+    """Exactly n characters of lines that hold nothing secret, ending with a line break."""
+    whole, rest = divmod(n, 40)
+    return ("x" * (rest - 1) + "\n" if rest else "") + ("filler line, nothing secret here ......\n" * whole)
+
+
+def _pieces_shown(secret: str, text: str) -> list[str]:
+    return [secret[i:i + 8] for i in range(len(secret) - 7) if secret[i:i + 8] in text]
+
+
+def test_the_cuts_of_a_long_output_move_off_a_secret_so_redacting_what_is_left_hides_it_whole():
+    from tools.base import truncate_for_model
+
+    redactor = Redactor(environ={})
+    limit = 3000  # head 2000 bytes, tail 1000
+    token, password = "ghp_" + _token(ALNUM, 36), _password()
+    token_line, password_line = f"credential in use: {token}\n", f"  502  mysql -uroot -p{password}\n"
+    for into in range(1, len(password_line) - 1, 3):  # places in the two lines for the cuts to fall at
+        text = (_pad(2000 - into) + token_line + _pad(2000) + password_line
+                + _pad(1000 - len(password_line) + into))
+        cut = truncate_for_model(text, limit)
+        assert "bytes omitted" in cut and len(cut.encode()) < limit + 200
+        shown = redactor.text(cut)  # as the transcript records what the model was shown
+        assert _pieces_shown(token, shown) == [] and _pieces_shown(password, shown) == [], (into, shown)
+
+
+def test_a_long_field_is_redacted_before_it_is_cut_for_the_record(tmp_path):
+    from tools.base import RECORD_FIELD_LIMIT, ArtifactStore, ToolContext, bound_for_record
+
+    redactor = Redactor(environ={})
+    ctx = ToolContext(hosts=None, artifacts=ArtifactStore(tmp_path), call_id="c1", redact=redactor.text)
+    head = (RECORD_FIELD_LIMIT - 400) * 2 // 3  # where the head is cut: no line break or space near it
+    token = "ghp_" + _token(ALNUM, 36)
+    for into in (6, 12, 18, 30):
+        data = {"text": "x" * (head - into) + ":" + token + ":" + "y" * RECORD_FIELD_LIMIT}
+        bounded = bound_for_record(data, ctx)
+        recorded = redactor.text(bounded["text"])
+        assert "bytes omitted" in recorded and _pieces_shown(token, recorded) == [], into
+    assert all(token not in p.read_text() for p in tmp_path.rglob("*") if p.is_file())
