@@ -75,10 +75,6 @@ def judge(outcome: Outcome, session: Session, checks_ok: bool | None) -> Verdict
                    "none failed, but the goal file has no success checks: nothing proved the goal")
 
 
-def exit_code_for(outcome: Outcome, session: Session, checks_ok: bool | None) -> ExitCode:
-    return judge(outcome, session, checks_ok).code
-
-
 def run_goal(args) -> int:
     try:
         goal = load_goal(Path(args.goal))
