@@ -246,9 +246,10 @@ class Session:
         if p.error is not None:
             # The scope comes before the arguments' details: a call naming a host outside the session is
             # refused as such, whatever else is wrong with it (valid ones meet the gate's rule 1).
-            refusal = self.gate.refuse_out_of_scope(_host_named(call.arguments))
-            if refusal is not None:
-                return self._refused_before_validation(p, base, refusal)
+            for host in _hosts_named(call.arguments):
+                refusal = self.gate.refuse_out_of_scope(host)
+                if refusal is not None:
+                    return self._refused_before_validation(p, base, refusal)
             return self._malformed(p, base)
         self.emit("tool_call", **base, arguments=p.args.model_dump(mode="json"))
         p.decision = self.gate.decide(call.name, p.action)
@@ -345,23 +346,30 @@ class Session:
 _HOST_IN_TEXT = re.compile(r'"host"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
-def _host_named(arguments: Any) -> str | None:
-    """The host a call names, read before its arguments are validated; None when it names none."""
-    data = arguments
-    if isinstance(arguments, str):
-        try:
-            data = json.loads(arguments)
-        except ValueError:
-            found = _HOST_IN_TEXT.search(arguments)
-            if found is None:
-                return None
+def _hosts_named(arguments: Any) -> list[str]:
+    """The hosts a call names, read before its arguments are validated: every `host` value of the
+    object (a key given twice names two), or what the text shows when it does not parse."""
+    if isinstance(arguments, dict):
+        return [arguments["host"]] if isinstance(arguments.get("host"), str) else []
+    if not isinstance(arguments, str):
+        return []
+    named: list[str] = []
+
+    def collect(pairs: list[tuple[str, Any]]) -> dict:
+        named.extend(v for k, v in pairs if k == "host" and isinstance(v, str))
+        return dict(pairs)
+
+    try:
+        json.loads(arguments, object_pairs_hook=collect)
+        return named
+    except (ValueError, RecursionError):
+        hosts = []
+        for found in _HOST_IN_TEXT.finditer(arguments):
             try:
-                return json.loads(f'"{found.group(1)}"')
+                hosts.append(json.loads(f'"{found.group(1)}"'))
             except ValueError:
-                return None
-    if isinstance(data, dict) and isinstance(data.get("host"), str):
-        return data["host"]
-    return None
+                continue
+        return hosts
 
 
 def _arguments_for_record(arguments: Any) -> Any:
@@ -369,7 +377,7 @@ def _arguments_for_record(arguments: Any) -> Any:
     if isinstance(arguments, str):
         try:
             return json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return arguments
     return arguments
 

@@ -108,6 +108,19 @@ class ToolError(Exception):
     """A failure written for the model: what went wrong and what to do next."""
 
 
+class _RepeatedKey(Exception):
+    pass
+
+
+def _no_repeated_keys(pairs: list[tuple[str, Any]]) -> dict:
+    seen: dict = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _RepeatedKey(key)
+        seen[key] = value
+    return seen
+
+
 class ToolUnavailable(ToolError):
     """The tool cannot work in this setup (web_search without its API key): nothing was attempted,
     so the call is no failed step; the session goes on without it."""
@@ -351,12 +364,19 @@ class Tool:
             data = raw
         else:
             try:
-                data = json.loads(raw)
+                data = json.loads(raw, object_pairs_hook=_no_repeated_keys)
             except json.JSONDecodeError as e:
                 raise ArgumentError(
                     f"arguments of {cls.name} are not valid JSON ({e.msg} at position {e.pos}); "
                     f"send one JSON object matching the tool's schema"
                 ) from None
+            except _RepeatedKey as e:
+                # The gate and the tool would read the last value, a log or a reviewer the first.
+                raise ArgumentError(f"arguments of {cls.name} name {e.args[0]!r} twice; send each argument "
+                                    "once") from None
+            except (ValueError, RecursionError) as e:  # a 5,000-digit number, arrays nested thousands deep
+                raise ArgumentError(f"arguments of {cls.name} cannot be read ({type(e).__name__}: "
+                                    f"{str(e)[:120]}); send one plain JSON object matching the tool's schema") from None
         if not isinstance(data, dict):
             raise ArgumentError(f"arguments of {cls.name} must be a JSON object, got {type(data).__name__}")
         # Strict schemas make every field required and nullable; null means "use the default".
