@@ -115,18 +115,23 @@ def test_a_transcript_on_a_full_device_ends_the_run_before_anything_runs(tmp_pat
     assert asked == 0
 
 
-@needs_namespaces
-def test_a_disk_that_fills_up_under_a_tool_result_stops_the_session_and_keeps_a_valid_chain(tmp_path):
-    printed = tmp_path / "printed.txt"
-    printed.write_text("x" * 11_999 + "\n")  # under the model's limit: no artifact, only the result's line
-    size = room_for_the_start(tmp_path, printed)
+def run_on_small_disk(tmp_path, printed, size: int):
+    """`agent run` of a model that has `printed` shown, its transcript on a filesystem of `size` bytes
+    (0: read-only); (the process, how many requests the model got, the disk, the copy kept of it)."""
     disk, copy = tmp_path / "disk", tmp_path / "copy"
     disk.mkdir()
     copy.mkdir()
     with FakeOpenAI(script_printing(printed)) as model:
         r = run_agent(["run", str(goal_file(tmp_path)), "--base-url", model.base_url, "--transcript",
                        str(disk / "t.jsonl")], disk, size, copy)
-        asked = len(model.requests)
+        return r, len(model.requests), disk, copy
+
+
+@needs_namespaces
+def test_a_disk_that_fills_up_under_a_tool_result_stops_the_session_and_keeps_a_valid_chain(tmp_path):
+    printed = tmp_path / "printed.txt"
+    printed.write_text("x" * 11_999 + "\n")  # under the model's limit: no artifact, only the result's line
+    r, asked, disk, copy = run_on_small_disk(tmp_path, printed, room_for_the_start(tmp_path, printed))
     assert r.returncode == 6, r.stderr
     assert_one_line(r.stderr, f"agent: could not write the transcript {disk / 't.jsonl'} (event 7, tool_result)",
                     "No space left on device (ENOSPC)", f"free space on {disk} or choose another path with --transcript")
@@ -141,14 +146,7 @@ def test_a_disk_that_fills_up_under_a_tool_result_stops_the_session_and_keeps_a_
 def test_an_artifact_that_does_not_fit_stops_the_session_and_is_named(tmp_path):
     printed = tmp_path / "printed.txt"
     printed.write_text("".join(f"line {i:05d} of a long output\n" for i in range(1_500)))  # kept as an artifact
-    size = room_for_the_start(tmp_path, printed)
-    disk, copy = tmp_path / "disk", tmp_path / "copy"
-    disk.mkdir()
-    copy.mkdir()
-    with FakeOpenAI(script_printing(printed)) as model:
-        r = run_agent(["run", str(goal_file(tmp_path)), "--base-url", model.base_url, "--transcript",
-                       str(disk / "t.jsonl")], disk, size, copy)
-        asked = len(model.requests)
+    r, asked, disk, copy = run_on_small_disk(tmp_path, printed, room_for_the_start(tmp_path, printed))
     assert r.returncode == 6, r.stderr
     artifact = disk / "t.artifacts" / "00001-call_1_0-stdout.txt"
     assert_one_line(r.stderr, f"agent: could not write the artifact {artifact}", "No space left on device (ENOSPC)",
@@ -161,13 +159,7 @@ def test_an_artifact_that_does_not_fit_stops_the_session_and_is_named(tmp_path):
 
 @needs_namespaces
 def test_a_read_only_filesystem_is_one_line_and_nothing_runs(tmp_path):
-    disk, copy = tmp_path / "disk", tmp_path / "copy"
-    disk.mkdir()
-    copy.mkdir()
-    with FakeOpenAI(script_printing(tmp_path)) as model:
-        r = run_agent(["run", str(goal_file(tmp_path)), "--base-url", model.base_url, "--transcript",
-                       str(disk / "t.jsonl")], disk, 0, copy)
-        asked = len(model.requests)
+    r, asked, disk, copy = run_on_small_disk(tmp_path, tmp_path, 0)
     assert r.returncode == 6, r.stderr
     assert_one_line(r.stderr, f"agent: could not write the transcript {disk / 't.jsonl'}",
                     "Read-only file system (EROFS)", f"{disk} is mounted read-only: choose another path with --transcript")
