@@ -10,11 +10,12 @@ import json
 import shlex
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, run_live, truncate_for_model
 from tools.hosts import HostError
 from tools.pip_freeze_backup import PIP_ENV, parse_freeze, read_backup
+from tools.pip_install import PipInstallArgs
 
 # Never uninstalled to match a backup: removing the installer tooling would break the restore itself.
 KEEP = {"pip", "setuptools", "wheel"}
@@ -63,8 +64,12 @@ class RestorePlan:
 
 
 def restore_plan(python: str, want: dict[str, str] | None, indexes: dict[str, str | None], remote_dir: str,
-                 have: dict[str, str] | None = None) -> RestorePlan:
+                 have: dict[str, str] | None = None, index_url: str | None = None) -> RestorePlan:
     """What restores `python` to a backup: its freeze `want`, the index of each local-version pin, its dir.
+
+    `index_url` is where the pins without an index of their own come from; without it, from
+    what the host's pip configuration names (PyPI by default), which a machine without a route
+    to PyPI cannot reach: such a machine restores from its own mirror.
 
     With the current freeze `have`: uninstall what the backup did not have (never pip, setuptools
     or wheel), then reinstall every pin that differs with --no-deps, grouped by the index each
@@ -76,7 +81,7 @@ def restore_plan(python: str, want: dict[str, str] | None, indexes: dict[str, st
     def by_index(pins: list[str]) -> list[tuple[str | None, list[str]]]:
         groups: dict[str | None, list[str]] = {}
         for pin in pins:
-            groups.setdefault(indexes.get(pin), []).append(pin)
+            groups.setdefault(indexes.get(pin) or index_url, []).append(pin)
         return sorted(((index, sorted(lines)) for index, lines in groups.items()), key=lambda kv: kv[0] or "")
 
     def install(index: str | None, lines: list[str], what: str) -> PipCommand:
@@ -86,7 +91,9 @@ def restore_plan(python: str, want: dict[str, str] | None, indexes: dict[str, st
     if want is None or have is None:
         groups = [(index, lines) for index, lines in by_index(list(indexes)) if index]
         commands = [install(index, lines, f"reinstalling {len(lines)} local-version pins") for index, lines in groups]
-        commands.append(pip_command(python, f"install --no-deps -r {shlex.quote(remote_dir + '/freeze.txt')}",
+        whole = f"-r {shlex.quote(remote_dir + '/freeze.txt')}"
+        commands.append(pip_command(python, "install --no-deps " + (f"--index-url {shlex.quote(index_url)} " if index_url
+                                                                   else "") + whole,
                                     "reinstalling the backup's whole freeze"))
         return RestorePlan(uninstall=[], install=sorted(pin for _, lines in groups for pin in lines),
                            commands=commands)
@@ -112,12 +119,21 @@ class RestoreBackup(Tool):
     """
 
     name = "restore_backup"
-    pinned = ("backup_id", "python")
+    pinned = ("backup_id", "python", "index_url")
 
     class Args(StrictArgs):
         host: str = Field(description="host in this session")
         backup_id: str = Field(description="the id pip_freeze_backup returned")
         python: str | None = Field(default=None, description="interpreter to restore (default: the one backed up)")
+        index_url: str | None = Field(default=None, description=(
+            "index (https:// or file:///) for the pins that have no index of their own (default: the host's pip "
+            "configuration, PyPI unless it says otherwise); a machine without a route to PyPI restores from its "
+            "own mirror, e.g. the index pip_install used"))
+
+        @field_validator("index_url")
+        @classmethod
+        def _index(cls, v: str | None) -> str | None:
+            return None if v is None else PipInstallArgs._index(v)
 
     class Result(BaseModel):
         backup_id: str
@@ -130,10 +146,13 @@ class RestoreBackup(Tool):
         checked_against: str  # what the backup's files were checked against before use
 
     def action(self, args) -> Action:
-        return Action(host=args.host, subject=f"restore_backup {args.backup_id} python={args.python or '(backed up)'}",
+        subject = (f"restore_backup {args.backup_id} python={args.python or '(backed up)'}"
+                   + (f" index={args.index_url}" if args.index_url else ""))
+        return Action(host=args.host, subject=subject,
                       risk=Risk(cls=RiskClass.DESTRUCTIVE, rule="tool:restore_backup",
                                 reason="uninstalls and reinstalls packages to match a backup"),
-                      args={"backup_id": args.backup_id, "python": args.python}, defaults={"python": None},
+                      args={"backup_id": args.backup_id, "python": args.python, "index_url": args.index_url},
+                      defaults={"python": None, "index_url": None},
                       interpreter=args.python)
 
     def run(self, ctx: ToolContext, args) -> "RestoreBackup.Result":
@@ -162,7 +181,7 @@ class RestoreBackup(Tool):
             return r.stdout
 
         have = parse_freeze(pip(pip_command(py, "freeze --all", "reading the environment"), "nothing was changed yet"))
-        plan = restore_plan(py, want, indexes, remote, have)
+        plan = restore_plan(py, want, indexes, remote, have, args.index_url)
         for command in plan.commands:
             pip(command)
         after = parse_freeze(pip(pip_command(py, "freeze --all", "checking the result"),

@@ -156,21 +156,41 @@ def build_indexes(out: Path) -> dict[str, Path]:
             project = normalize(dist.name)
             wheel = build_wheel(dist, index_dir / project)
             projects.setdefault(project, []).append(wheel)
-        for project, wheels in projects.items():
-            links = "".join(
-                f'    <a href="{urllib.parse.quote(w.name)}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}"'
-                f' data-requires-python="{html.escape(_requires_python(w), quote=True)}">{html.escape(w.name)}</a><br/>\n'
-                for w in sorted(wheels))
-            (index_dir / project / "index.html").write_text(
-                f"<!DOCTYPE html>\n<html>\n  <head><meta name=\"pypi:repository-version\" content=\"1.0\">"
-                f"<title>Links for {project}</title></head>\n  <body>\n    <h1>Links for {project}</h1>\n{links}"
-                "  </body>\n</html>\n")
-        body = "".join(f'    <a href="{p}/">{p}</a><br/>\n' for p in sorted(projects))
-        (index_dir / "index.html").write_text(
-            "<!DOCTYPE html>\n<html>\n  <head><meta name=\"pypi:repository-version\" content=\"1.0\">"
-            f"<title>Simple index</title></head>\n  <body>\n{body}  </body>\n</html>\n")
+        write_simple_index(index_dir, projects)
         result[index_name] = index_dir
     return result
+
+
+def write_simple_index(index_dir: Path, projects: dict[str, list[Path]]) -> None:
+    """Write the PEP 503 pages of a file:// index: index.html, and PROJECT/index.html for each project's wheels
+    (which lie in index_dir/PROJECT/). pip reads a directory URL's index.html, so `--index-url file:///DIR`
+    works with no server."""
+    for project, wheels in projects.items():
+        links = "".join(
+            f'    <a href="{urllib.parse.quote(w.name)}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}"'
+            f' data-requires-python="{html.escape(_requires_python(w), quote=True)}">{html.escape(w.name)}</a><br/>\n'
+            for w in sorted(wheels))
+        (index_dir / project / "index.html").write_text(
+            f"<!DOCTYPE html>\n<html>\n  <head><meta name=\"pypi:repository-version\" content=\"1.0\">"
+            f"<title>Links for {project}</title></head>\n  <body>\n    <h1>Links for {project}</h1>\n{links}"
+            "  </body>\n</html>\n")
+    body = "".join(f'    <a href="{p}/">{p}</a><br/>\n' for p in sorted(projects))
+    (index_dir / "index.html").write_text(
+        "<!DOCTYPE html>\n<html>\n  <head><meta name=\"pypi:repository-version\" content=\"1.0\">"
+        f"<title>Simple index</title></head>\n  <body>\n{body}  </body>\n</html>\n")
+
+
+def wheel_index(wheels: list[Path], index_dir: Path) -> Path:
+    """A file:// simple index of the given wheel files (copied into index_dir); returns index_dir."""
+    projects: dict[str, list[Path]] = {}
+    for wheel in wheels:
+        project = normalize(wheel.name.split("-")[0])
+        target = index_dir / project / wheel.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(wheel, target)
+        projects.setdefault(project, []).append(target)
+    write_simple_index(index_dir, projects)
+    return index_dir
 
 
 def copy_indexes(src: Path, dest: Path) -> None:
