@@ -182,6 +182,7 @@ class RestoreBackup(Tool):
 
         have = parse_freeze(pip(pip_command(py, "freeze --all", "reading the environment"), "nothing was changed yet"))
         plan = restore_plan(py, want, indexes, remote, have, args.index_url)
+        self._can_fetch(ctx, host, plan, args)
         for command in plan.commands:
             pip(command)
         after = parse_freeze(pip(pip_command(py, "freeze --all", "checking the result"),
@@ -191,6 +192,29 @@ class RestoreBackup(Tool):
         return self.Result(backup_id=args.backup_id, python=py, uninstalled=plan.uninstall, installed=plan.install,
                            commands=plan.lines, remaining_diff=remaining, restored=not remaining,
                            checked_against=checked_against)
+
+    def _can_fetch(self, ctx: ToolContext, host, plan: RestorePlan, args) -> None:
+        """Before anything is uninstalled: can every pin be found where its install looks? A machine without a
+        route to PyPI would otherwise lose the packages added since the backup and then fail to fetch the old
+        ones. pip's --dry-run (pip 22.2 and later) resolves without installing; an older pip is not asked."""
+        for command in plan.commands:
+            if not command.args.startswith("install "):
+                continue
+            ctx.emit("progress", {"step": "checking that " + command.what.replace("reinstalling", "the index has")})
+            line = command.line.replace(" -m pip install ", " -m pip install --dry-run --ignore-installed ", 1)
+            r = host.run(line, timeout=600, env=PIP_ENV, cancel=ctx.cancel)
+            if r.cancelled:
+                raise ToolError(f"cancelled {ctx.cancel_reason()} while checking the indexes; nothing was changed")
+            out = (r.stderr or r.stdout).strip()
+            if r.ok or "no such option: --dry-run" in out:
+                continue
+            where = (f"the index {args.index_url}" if args.index_url and args.index_url in command.line else
+                     "the index the host's pip configuration names (PyPI unless it says otherwise)"
+                     if "--index-url" not in command.line else "its own index")
+            hint = ("" if args.index_url else "; if this machine has no route to PyPI, give index_url: a mirror that "
+                    "holds these versions (e.g. the index pip_install used)")
+            raise ToolError(f"nothing was changed: {command.what} cannot be fetched from {where}{hint}. pip said: "
+                            f"{truncate_for_model(out, 1500)}")
 
     def render(self, result) -> str:
         return json.dumps(result.model_dump(mode="json"))

@@ -1,0 +1,79 @@
+"""restore_backup on a machine without a route to PyPI (as the H200 machine of docs/gpu.md): it checks that every
+pin can be fetched before it uninstalls anything, says what to give when they cannot, and restores from the
+mirror named by index_url. On the simulated host, whose pip configuration is pointed at an index that is not
+there, as an air-gapped machine's default index is."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from tools.base import ArtifactStore, ToolContext, ToolError
+from tools.hosts import HostPool
+from tools.pip_freeze_backup import PipFreezeBackup
+from tools.restore_backup import RestoreBackup
+from tools.sim import build_sim
+from tools.sim.build import VENV_DIR
+
+
+def call(tool, ctx, **args):
+    return tool.run(ctx, tool.parse_args(args))
+
+
+def tiny_wheel(directory, name: str = "added_since", version: str = "1.0") -> str:
+    """A pure-Python wheel of a package the backup never had; its file name."""
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}.py": "", f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{f},,\n" for f in files) + f"{info}/RECORD,,\n"
+    wheel = f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(directory / wheel, "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+    return wheel
+
+
+def test_a_restore_that_cannot_fetch_its_pins_changes_nothing_and_says_to_give_index_url(tmp_path):
+    sim = build_sim(tmp_path / "gpu")
+    pool = HostPool([sim.host_spec()])
+    try:
+        host = pool.get("sim")
+        ctx = ToolContext(hosts=pool, artifacts=ArtifactStore(tmp_path / "t.artifacts"), store={})
+        b = call(PipFreezeBackup(), ctx, host="sim")
+        ctx.known_backup = {b.backup_id: b.backup}.get
+        before = host.run(f"{sim.python} -m pip freeze --all").stdout
+        # The change: vllm goes, sgl-kernel moves to its cu130 build, and a package the backup did not have
+        # comes in.
+        assert host.run(f"{sim.python} -m pip uninstall -y vllm").ok
+        assert host.run(f"{sim.python} -m pip install --no-deps --index-url {sim.index_urls['cu130']} "
+                        "sgl-kernel==0.3.21+cu130").ok
+        wheel = tiny_wheel(sim.sys_path("/tmp"))
+        assert host.run(f"{sim.python} -m pip install --no-deps /tmp/{wheel}").ok
+        changed = host.run(f"{sim.python} -m pip freeze --all").stdout
+        assert "vllm" not in changed and "sgl-kernel==0.3.21+cu130" in changed and "added_since" in changed
+        # From now on the machine's own default index is out of reach.
+        conf = sim.sys_path(VENV_DIR) / "pip.conf"
+        conf.write_text("[global]\nindex-url = file:///srv/no-route-to-pypi/simple\n")
+
+        with pytest.raises(ToolError) as err:
+            call(RestoreBackup(), ctx, host="sim", backup_id=b.backup_id)
+        message = str(err.value)
+        assert message.startswith("nothing was changed:") and "give index_url" in message
+        assert "pip configuration" in message
+        assert host.run(f"{sim.python} -m pip freeze --all").stdout == changed, "nothing was uninstalled"
+
+        r = call(RestoreBackup(), ctx, host="sim", backup_id=b.backup_id, index_url=sim.index_urls["pypi"])
+        assert r.restored and r.remaining_diff == [] and r.uninstalled == ["added-since"]
+        assert any(f"--index-url {sim.index_urls['pypi']}" in c for c in r.commands)
+        assert host.run(f"{sim.python} -m pip freeze --all").stdout == before
+    finally:
+        pool.close()
+
+
+def test_restore_backup_takes_only_an_index_url_as_its_index():
+    tool = RestoreBackup()
+    with pytest.raises(ValueError, match="is not an index URL"):
+        tool.parse_args({"host": "sim", "backup_id": "b", "index_url": "--extra-index-url=http://x"})
+    action = tool.action(tool.parse_args({"host": "sim", "backup_id": "b", "index_url": "file:///srv/mirror/"}))
+    assert action.args["index_url"] == "file:///srv/mirror" and "index=file:///srv/mirror" in action.subject
