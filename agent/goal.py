@@ -22,6 +22,7 @@ Errors name the file, the line and the key.
 from __future__ import annotations
 
 import re
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -199,9 +200,13 @@ def _check_tool_authorization(i: int, tool: str, args: dict[str, Any]) -> dict[s
         if key not in cls.pinned:
             raise ValueError(f"authorizations[{i}].args.{key}: an authorization does not decide {key} (it does not "
                              f"change what {tool} does); the arguments it decides: {', '.join(cls.pinned)}")
-        if fields[key].annotation in (str, str | None) and not isinstance(value, (str, list)) and value is not None:
-            raise ValueError(f"authorizations[{i}].args.{key} must be a string: write it in quotes, "
-                             f"e.g. {key}: \"{value}\"")
+        if _wants_text(fields[key].annotation):
+            items = value if isinstance(value, list) else [value]
+            wrong = next((x for x in items if x is not None and not isinstance(x, str)), None)
+            if wrong is not None:
+                # A list of alternatives is shown whole, as it should read.
+                fixed = "[" + ", ".join(f'"{as_written(x)}"' for x in items) + "]" if isinstance(value, list) else None
+                raise ValueError(f"authorizations[{i}].args.{key} must be a string: {quote_hint(key, wrong, fixed)}")
     missing = [k for k in cls.pinned if fields[k].is_required() and k not in args]
     if missing:
         raise ValueError(f"authorizations[{i}] ({tool}) must name {', '.join(missing)}: a rule that leaves "
@@ -212,6 +217,42 @@ def _check_tool_authorization(i: int, tool: str, args: dict[str, Any]) -> dict[s
 
 def _list_arg(field: Any) -> bool:
     return "list" in str(field.annotation)
+
+
+def _wants_text(annotation: Any) -> bool:
+    """str, str | None, list[str] or list[str] | None: an argument whose values are strings."""
+    kinds = (annotation, *typing.get_args(annotation))
+    return any(k is str or (typing.get_origin(k) is list and typing.get_args(k) == (str,)) for k in kinds)
+
+
+def as_written(value: Any) -> str:
+    """A YAML value as the file spelled it: an unquoted 13.10 is the number 13.1, but ruamel keeps its
+    width, so the hint can show what the operator wrote."""
+    if isinstance(value, float) and hasattr(value, "_width"):
+        from ruamel.yaml.representer import RoundTripRepresenter  # lazy: only a goal file's numbers have it
+
+        try:
+            return str(RoundTripRepresenter().represent_scalar_float(value).value)
+        except Exception:  # noqa: BLE001 - the plain spelling below is a fine hint too
+            pass
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def quote_hint(key: str, value: Any, fixed: str | None = None) -> str:
+    """What to write instead of a number (or true/false) where text belongs: `version: 13.0` is a float,
+    and `13.10` even becomes 13.1. `fixed`: the value as it should be written, if not `value` quoted."""
+    written = as_written(value)
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    read = (f"YAML reads the unquoted {written} as the number {value}" if number and str(value) != written
+            else f"YAML reads the unquoted {written} as a {'number' if number else 'boolean'}")
+    quoted = fixed or f'"{written}"'
+    return f"{read}; write it in quotes: {key}: {quoted}"
+
+
+# pydantic's errors for a value that should have been text, and YAML gave a number or a boolean.
+_TEXT_ERRORS = {"string_type", "literal_error", "string_pattern_mismatch", "enum"}
 
 
 # A goal file is a page of YAML; the largest shipped is under 3 kB. The limits keep a wrong file
@@ -268,6 +309,12 @@ def load_goal(path: Path) -> Goal:
                 msg = "unknown key"
             elif err["type"] == "missing":
                 msg = "required key is missing"
+            elif err["type"] in _TEXT_ERRORS and isinstance(err.get("input"), (int, float)):
+                name = next((p for p in reversed(loc) if isinstance(p, str)), key)
+                value = err["input"]
+                in_list = bool(loc) and isinstance(loc[-1], int)  # one item: `toolkits: ["13.0"]`
+                fixed = '["' + as_written(value) + '"]' if in_list else None
+                msg = f"{msg}; {quote_hint(name, value, fixed)}"
             problems.append(f"{path}:{line}: {key}: {msg}")
         raise GoalError("\n".join(problems)) from None
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
+import textwrap
 import threading
 from pathlib import Path
 
 from agent.errors import RecordWriteError, SessionConfigError, Signalled, interruption_reason
-from app.exit_codes import EXIT_CODES_HELP, ExitCode
+from app.exit_codes import CLASSIFY_EXIT_CODES, CLASSIFY_EXIT_CODES_HELP, EXIT_CODES_HELP, ExitCode
 
 
 def _fail(msg: str, code: int = ExitCode.USAGE) -> int:
@@ -139,18 +141,31 @@ def cmd_classify(args) -> int:
             print(f"{res['risk']}: {res['reason']} [{res['rule']}]" + (
                 f"\n  decoded: {res['decoded']}" if res.get("decoded") else "") + (
                 f"\n  reaches: {res['reaches']} (outside the session's hosts)" if res.get("reaches") else ""))
-        return ExitCode.OK
+        return CLASSIFY_EXIT_CODES[res["risk"]]
+    if sys.stdin.isatty():  # nothing piped in: say what to give rather than wait for a line
+        return _fail("no command given: agent classify COMMAND... (e.g. agent classify rm -rf /tmp/x), "
+                     "or pipe commands in, one per line")
+    code = ExitCode.OK
     for line in sys.stdin:
         line = line.rstrip("\n")
         if line.strip():
-            print(json.dumps(one(line)), flush=True)
-    return ExitCode.OK
+            res = one(line)
+            print(json.dumps(res), flush=True)
+            code = max(code, CLASSIFY_EXIT_CODES[res["risk"]])  # the riskiest command's status
+    return code
 
 
 def cmd_exec(args) -> int:
     from app.exec import exec_one  # lazy: see cmd_run
 
     return exec_one(args)
+
+
+def cmd_completion(args) -> int:
+    from app.completion import script  # lazy: per command
+
+    print(script(args.shell, build_parser()), end="")
+    return ExitCode.OK
 
 
 def cmd_demo(args) -> int:
@@ -177,6 +192,39 @@ def _add_host_flags(p: argparse.ArgumentParser) -> None:
                    help="trust this SHA256:... host key fingerprint of an unknown host (written to the transcript)")
 
 
+def _para(text: str) -> str:
+    """A description wrapped as argparse would, for the parsers whose examples keep their own lines."""
+    return textwrap.fill(text, width=min(100, shutil.get_terminal_size().columns - 2))
+
+
+def package_version() -> str:
+    """The installed package's version; from a checkout that was never installed, pyproject.toml's."""
+    from importlib import metadata  # lazy: only --version reads it
+
+    try:
+        return metadata.version("upgrade-agent")
+    except metadata.PackageNotFoundError:
+        pass
+    import tomllib  # lazy: as above
+
+    try:
+        project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text("utf-8"))["project"]
+    except (OSError, ValueError, KeyError):
+        return "unknown"
+    return str(project.get("version", "unknown")) if project.get("name") == "upgrade-agent" else "unknown"
+
+
+class _PrintVersion(argparse.Action):
+    """`agent --version`, read only when asked for (argparse's own would read it for every command)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog} {package_version()}")
+        parser.exit(ExitCode.OK)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent",
@@ -187,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
                + EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=_PrintVersion, help="print the version and exit")
     sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
 
     p = sub.add_parser("run", help="run a goal file, asking nothing; ends with a report and an exit code",
@@ -212,13 +261,35 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_flags(p)
     p.set_defaults(func=cmd_chat)
 
-    p = sub.add_parser("replay", help="re-drive recorded sessions; exit 1 with a diff at the first difference")
+    p = sub.add_parser("replay", help="re-drive recorded sessions; exit 1 with a diff at the first difference",
+                       description=_para("Re-drive each recorded session through today's loop, validation and safety "
+                                         "gate, with the model's turns and the tools' results taken from the "
+                                         "transcript. The replay must make the same tool calls and the same safety "
+                                         "decisions, and send the model the same conversation; the first difference "
+                                         "is printed as a diff. Use it to check that a change to the gate or the "
+                                         "tools decides old sessions as before."),
+                       epilog="examples:\n"
+                              "  agent replay transcripts/*.jsonl          every shipped session, one line each\n"
+                              "  agent replay --json run.jsonl             one JSON object per transcript\n\n"
+                              "exit codes: 0 every transcript replayed identically; 1 one differs or is damaged; "
+                              "2 a file is missing",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("transcripts", nargs="+", help="transcript files (JSONL)")
     p.add_argument("--json", action="store_true", help="one JSON object per transcript")
     p.set_defaults(func=cmd_replay)
 
-    p = sub.add_parser("show", help="a readable timeline of a transcript; --verify checks its hash chain")
-    p.add_argument("transcript")
+    p = sub.add_parser("show", help="a readable timeline of a transcript; --verify checks its hash chain",
+                       description=_para("Print a transcript as a timeline: each model turn, tool call, safety "
+                                         "decision and result. --verify checks every line and the hash chain instead; "
+                                         "--report and --html write what a reviewer reads."),
+                       epilog="examples:\n"
+                              "  agent show run.jsonl                      the timeline\n"
+                              "  agent show --verify run.jsonl             has anything been changed or cut off?\n"
+                              "  agent show --html run.html run.jsonl      one page to send, with the benchmark\n\n"
+                              "exit codes: 0 shown, written, or intact; 1 the transcript is damaged; "
+                              "2 no transcript there",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("transcript", help="a transcript file (JSONL), as `agent run` and `agent demo` print at the end")
     p.add_argument("--json", action="store_true", help="one normalized JSON object per step")
     p.add_argument("--verify", action="store_true", help="check every line, the hash chain and the end event")
     p.add_argument("--report", action="store_true", help="write the Markdown report beside the transcript")
@@ -231,30 +302,109 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tools)
 
     p = sub.add_parser("classify", help="the safety layer's risk class of a shell command",
-                       description="Print the risk class (read-only, mutating, destructive, forbidden) and the rule. "
-                                   "With no command, read commands from stdin, one per line, and print one JSON "
-                                   "object per line.")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("command", nargs="*", help="the command, after -- (agent exec HOST -- ls -la /usr/local)")
+                       description=_para("Print the risk class (read-only, mutating, destructive, forbidden) and the "
+                                         "rule that decided it; nothing is run. With no command, read commands from "
+                                         "stdin, one per line, and print one JSON object per line."),
+                       epilog="examples:\n"
+                              "  agent classify nvidia-smi -L\n"
+                              "  agent classify -- 'pip install torch==2.10.0 && rm -rf ~/.cache/pip'\n"
+                              "  agent classify < commands.txt            one JSON object per line\n"
+                              "  agent classify -- \"$cmd\" && echo \"runs without asking\"\n\n"
+                              + CLASSIFY_EXIT_CODES_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="one JSON object: command, risk, reason, rule")
+    p.add_argument("command", nargs="*", help="the command: the words after the options, or after -- "
+                                              "(quote it to keep |, && and ; from your own shell)")
     p.set_defaults(func=cmd_classify)
 
     p = sub.add_parser("exec", help="run one command on a host through the host layer and the safety gate",
-                       description="Run COMMAND on HOST like the ssh_exec tool does. Read-only commands run; "
-                                   "anything else is refused here (use chat to approve it).")
-    p.add_argument("host")
+                       description=_para("Run COMMAND on HOST like the ssh_exec tool does. Read-only commands run; "
+                                         "anything else is refused here (use chat to approve it). Everything after "
+                                         "HOST is the command (as with ssh); options of exec go before it, or before "
+                                         "a --. A pipeline fails when any stage fails (bash's pipefail), and the "
+                                         "failing stage is named; a stage that a later one stopped reading (`... | "
+                                         "head`) is no failure."),
+                       epilog="examples:\n"
+                              "  agent exec local nvidia-smi -L\n"
+                              "  agent exec gpu1 --timeout 30 -- ls -la /usr/local\n"
+                              "  agent exec root@127.0.0.1:2222 'dpkg -l | grep -i cuda'\n\n"
+                              "exit codes: the command's own status; 1 the host could not be reached or the command "
+                              "never finished; 2 usage error or an unknown host; 3 refused (not read-only)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("host", help="local, sim, user@host[:port], or a Host alias of ~/.ssh/config")
     p.add_argument("--timeout", type=float, default=600, help="seconds before the remote process is killed")
-    p.add_argument("--trust-host-key", action="append", default=[], metavar="FINGERPRINT")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("command", nargs="*", help="the command, after -- (agent exec HOST -- ls -la /usr/local)")
+    p.add_argument("--trust-host-key", action="append", default=[], metavar="FINGERPRINT",
+                   help="trust this SHA256:... host key fingerprint of an unknown host")
+    p.add_argument("--json", action="store_true", help="one JSON object: exit_code, stdout, stderr, ...")
+    p.add_argument("command", nargs="*", help="the command: everything after HOST (or after --)")
     p.set_defaults(func=cmd_exec)
 
-    p = sub.add_parser("demo", help="the seed's CUDA 12.8 -> 13 upgrade on a fresh simulated GPU host")
+    p = sub.add_parser("demo", help="the seed's CUDA 12.8 -> 13 upgrade on a fresh simulated GPU host",
+                       description=_para("Upgrade a fresh simulated 8-GPU host from CUDA 12.8 to 13.0 (beside 12.8) "
+                                         "and PyTorch from the cu128 to the cu130 wheels, benchmarking before and "
+                                         "after, under the authorizations of goals/demo.yaml. With a model endpoint "
+                                         "configured the model plans live; without one, the recorded model turns of "
+                                         "transcripts/cuda13-upgrade.jsonl are played again (the screen says so). The "
+                                         "tools, the safety gate and the host are real either way, and a new "
+                                         "transcript and report are written. Needs bubblewrap."),
+                       epilog="examples:\n"
+                              "  agent demo                                 under a minute; it ends with where the "
+                              "transcript is\n"
+                              "  agent demo --ask                           you approve each change yourself\n"
+                              "  agent demo --dir demo && agent show --html demo.html demo/demo.jsonl\n\n"
+                              + EXIT_CODES_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ask", action="store_true", help="ask me to approve steps instead of the demo's goal file")
     p.add_argument("--dir", help="where to put the simulated host, transcript and report (default: a new temp dir)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON event per line instead of progress")
     _add_model_flags(p)
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
+                       description=_para("Print a completion script for the agent command: its subcommands and their "
+                                         "options, as this version defines them."),
+                       epilog="examples:\n"
+                              "  source <(agent completion bash)            in ~/.bashrc\n"
+                              "  source <(agent completion zsh)             in ~/.zshrc, after compinit\n"
+                              "  agent completion bash > ~/.local/share/bash-completion/completions/agent",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("shell", choices=["bash", "zsh"], help="bash or zsh")
+    p.set_defaults(func=cmd_completion)
     return parser
+
+
+# Subcommands whose last argument is a shell command, and how many positionals come before it.
+_COMMAND_AFTER = {"exec": 1, "classify": 0}
+
+
+def split_command(argv: list[str], parser: argparse.ArgumentParser) -> tuple[list[str], list[str] | None]:
+    """`agent exec [options] HOST [options] CMD...` (or `... -- CMD...`): the command's words, taken
+    whole, so that its own dashes are never read as our options (argparse alone mixes them up).
+
+    The command starts after the first `--`, or, as with ssh, at the first word after HOST that is
+    not an option of ours; what comes before is left to argparse (which reports unknown options).
+    """
+    if not argv or argv[0] not in _COMMAND_AFTER:
+        return argv, None
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[argv[0]]
+    valued = {o: a.nargs != 0 for a in sub._actions for o in a.option_strings}
+    positionals = 0
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return argv[:i], argv[i + 1:]
+        if word.startswith("-") and word != "-":
+            name = word.split("=", 1)[0]
+            # argparse takes a unique prefix of a long option (--time for --timeout) as the option.
+            known = [name] if name in valued else [o for o in valued if name.startswith("--") and o.startswith(name)]
+            i += 2 if len(known) == 1 and valued[known[0]] and "=" not in word else 1
+            continue
+        if positionals == _COMMAND_AFTER[argv[0]]:
+            return argv[:i], argv[i:]
+        positionals += 1
+        i += 1
+    return argv, None
 
 
 # The first SIGTERM or SIGHUP stops the command the way Ctrl-C does (Signalled is a KeyboardInterrupt);
@@ -310,12 +460,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    # `agent exec HOST [options] -- CMD...`: everything after the first `--` is the command, taken
-    # whole, so its own dashes are never read as our options (argparse alone mixes them up).
-    after: list[str] | None = None
-    if "--" in argv and argv[:1] and argv[0] in ("exec", "classify"):
-        i = argv.index("--")
-        argv, after = argv[:i], argv[i + 1:]
+    argv, after = split_command(argv, parser)
     args = parser.parse_args(argv)
     if after is not None:
         args.command = [*getattr(args, "command", []), *after]

@@ -39,3 +39,16 @@ EXIT_CODES_HELP = """exit codes:
   143  stopped by SIGTERM (timeout, systemd, a cancelled CI job)
   After a signal, running commands are stopped on their hosts and the transcript is closed, naming it.
 """
+
+# `agent classify` answers with its status, as grep and test do, so that a script can branch on it.
+# The numbers keep their meaning above: 1 "not the good outcome", 3 "refused by the safety layer".
+CLASSIFY_EXIT_CODES = {"read-only": ExitCode.OK, "mutating": ExitCode.FAILED, "destructive": ExitCode.FAILED,
+                       "forbidden": ExitCode.REFUSED}
+
+CLASSIFY_EXIT_CODES_HELP = """exit codes:
+  0    read-only: runs at once, without a backup or an approval
+  1    mutating or destructive: a change; it needs a verified backup and an approval (or a goal file rule)
+  2    usage error
+  3    forbidden: the safety layer refuses it, whatever is approved
+  With commands on stdin, the status is the riskiest command's.
+"""
