@@ -11,6 +11,10 @@ request longer than that.
 There is exactly one retry layer, tenacity, with the SDK's own retries off, so a rate limit is
 never retried twice over. An error that says the same thing again is not transient and is not
 retried: a 4xx, or a 500 whose body is the one before.
+
+A request costs the same whatever the conversation's length: each message is put in its wire form
+once (`WireHistory`), and the conversation goes to the SDK as the plain JSON it already is, not
+through the SDK's per-request walk of its typed parameters (see `OpenAIModel._request`).
 """
 
 from __future__ import annotations
@@ -164,14 +168,16 @@ class OpenAIModel:
         self.answered = False  # it has answered a turn in this session: failing now, it stopped
         self._probed = False
         self._told_usage_estimated = False
+        self.history = WireHistory()  # the conversation's wire form, kept between requests
+        self._tools_estimated: tuple[Any, int] = (None, 0)  # the tools list last seen, and its token estimate
 
     # ------------------------------------------------------------------ one turn
 
     def complete(self, messages, tools, on_text=None) -> AssistantTurn:
         notes: list[str] = []
-        wire = wire_messages(messages)
+        wire = self.history.update(messages)
         self._probe_context(notes)
-        prompt_estimate = estimate_prompt_tokens(wire, tools)
+        prompt_estimate = self.history.tokens + self._tools_tokens(tools)
         if self.context_size is not None and prompt_estimate > self.context_size:
             raise ModelError(
                 f"the conversation (about {prompt_estimate} tokens, estimated from its size) does not fit the "
@@ -223,16 +229,34 @@ class OpenAIModel:
                              f"streaming for the rest of the session")
         return self._whole(wire, tools, on_text)
 
-    def _request(self, wire, tools) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"model": self.name, "messages": wire}
+    def _request(self, wire: list[dict], tools, stream: bool) -> dict[str, Any]:
+        """create()'s arguments. The conversation and the tools are plain JSON already, so they go in
+        `extra_body`, which the SDK sends as it is given; as create()'s own `messages` and `tools` the SDK
+        would walk every message against its typed parameters again on each request (about 0.4 ms a
+        message: a session's cost would grow with the square of its length). The body is the same, key
+        for key and in the same order: `messages` keeps the place of the empty list it replaces, and
+        `tools`, the last of create()'s keys we use, comes last."""
+        kwargs: dict[str, Any] = {"model": self.name, "messages": [], "stream": stream}
+        body: dict[str, Any] = {"messages": wire}
+        if stream:
+            kwargs["stream_options"] = {"include_usage": True}
         if tools:
             # Without tool_choice some servers (llama-cpp-python) leave the tools out of the prompt.
-            kwargs.update(tools=tools, tool_choice="auto", parallel_tool_calls=True)
+            kwargs.update(tool_choice="auto", parallel_tool_calls=True)
+            body["tools"] = tools
+        kwargs["extra_body"] = body
         return kwargs
 
+    def _tools_tokens(self, tools) -> int:
+        """The tools' share of the prompt estimate, counted again only when the list is another one."""
+        seen, estimate = self._tools_estimated
+        if tools is not seen:
+            estimate = estimate_prompt_tokens([], tools)
+            self._tools_estimated = (tools, estimate)
+        return estimate
+
     def _streamed(self, wire, tools, on_text) -> AssistantTurn:
-        stream = self._client.chat.completions.create(**self._request(wire, tools), stream=True,
-                                                      stream_options={"include_usage": True})
+        stream = self._client.chat.completions.create(**self._request(wire, tools, stream=True))
         # A reply held open past the timeout (keep-alive comments yield no chunks) is cut from a timer.
         overdue = threading.Event()
 
@@ -291,7 +315,7 @@ class OpenAIModel:
 
     def _whole(self, wire, tools, on_text) -> AssistantTurn:
         """The same request without streaming: the answer arrives at once."""
-        response = self._client.chat.completions.create(**self._request(wire, tools), stream=False)
+        response = self._client.chat.completions.create(**self._request(wire, tools, stream=False))
         if not getattr(response, "choices", None):
             import httpx
 
@@ -434,40 +458,113 @@ def wire_messages(messages: list[dict]) -> list[dict]:
     record, which keeps the model's raw text.
     """
     out: list[dict] = []
-    unparsed: dict[str, Any] = {}
+    unparsed: dict[Any, Any] = {}
     for message in messages:
-        role = message.get("role")
-        if role == "assistant":
-            message = {**message, "content": message.get("content") or ""}
-            if message.get("tool_calls"):
-                calls = []
-                for call in message["tool_calls"]:
-                    arguments = call.get("function", {}).get("arguments")
-                    if isinstance(arguments, dict):  # a session built in code: the object itself
-                        arguments = json.dumps(arguments, ensure_ascii=False, default=str)
-                    if not _parses_everywhere(arguments):
-                        unparsed[call.get("id")] = arguments
-                        arguments = "{}"
-                    calls.append({**call, "function": {**call.get("function", {}), "arguments": arguments}})
-                message["tool_calls"] = calls
-        elif role == "tool" and message.get("tool_call_id") in unparsed:
-            raw = unparsed[message["tool_call_id"]]
-            message = {**message, "content": f"{message.get('content') or ''}{_shown_as_empty(raw)}"}
-        out.append(message)
+        wire, added = _wire_form(message, unparsed)
+        unparsed.update(added)
+        out.append(wire)
     return out
+
+
+def _wire_form(message: dict, unparsed: dict[Any, Any]) -> tuple[dict, dict[Any, Any]]:
+    """One message's wire form (see wire_messages), given the malformed calls of the messages before it
+    (call id -> the arguments sent), and the malformed calls this message adds. The form is a copy,
+    so what is sent does not change with the session's own dicts."""
+    role = message.get("role")
+    added: dict[Any, Any] = {}
+    if role == "assistant":
+        message = {**message, "content": message.get("content") or ""}
+        if message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                arguments = call.get("function", {}).get("arguments")
+                if isinstance(arguments, dict):  # a session built in code: the object itself
+                    arguments = json.dumps(arguments, ensure_ascii=False, default=str)
+                if not _parses_everywhere(arguments):
+                    added[call.get("id")] = arguments
+                    arguments = "{}"
+                calls.append({**call, "function": {**call.get("function", {}), "arguments": arguments}})
+            message["tool_calls"] = calls
+        return message, added
+    if role == "tool" and message.get("tool_call_id") in unparsed:
+        raw = unparsed[message["tool_call_id"]]
+        return {**message, "content": f"{message.get('content') or ''}{_shown_as_empty(raw)}"}, added
+    return dict(message), added
+
+
+class WireHistory:
+    """The conversation in its wire form (see wire_messages), each message converted once and kept.
+
+    The loop only appends to its message list, so a request converts only the messages that the one
+    before it had not sent, and the client's cost per request stays the same however long the session
+    grows. Each converted message is kept beside the message it came from; a list that no longer
+    begins with those same messages (another list, or an older message replaced by a rewritten one,
+    as a compaction of the history would do) is converted again from the first message that differs.
+    A message is a value once it is in the list: one changed in place after it was sent is not seen
+    (the loop's request digests, computed when a message is added, assume the same).
+    """
+
+    def __init__(self) -> None:
+        self._sources: list[dict] = []  # the messages converted, in order
+        self._wire: list[dict] = []  # their wire forms
+        self._tokens: list[int] = []  # each one's share of the prompt estimate
+        self._added: list[dict[Any, Any]] = []  # the malformed calls each one added
+        self._unparsed: dict[Any, Any] = {}  # the malformed calls of all of them, for the results that follow
+        self.tokens = 0  # the prompt estimate of the messages (estimate_prompt_tokens, without tools)
+        self.converted = 0  # messages converted since the start, counted again when converted again
+
+    def update(self, messages: list[dict]) -> list[dict]:
+        """The wire form of `messages`, converting only those not converted before."""
+        messages = messages if isinstance(messages, list) else list(messages)
+        kept = self._common_prefix(messages)
+        if kept < len(self._sources):
+            self._forget_from(kept)
+        for message in messages[kept:]:
+            wire, added = _wire_form(message, self._unparsed)
+            self._unparsed.update(added)
+            tokens = _message_tokens(wire)
+            self._sources.append(message)
+            self._wire.append(wire)
+            self._tokens.append(tokens)
+            self._added.append(added)
+            self.tokens += tokens
+            self.converted += 1
+        return list(self._wire)  # the caller's own list: the next update does not change a request in flight
+
+    def _common_prefix(self, messages: list[dict]) -> int:
+        """How many of the converted messages `messages` still begins with."""
+        n = min(len(messages), len(self._sources))
+        # List equality compares identity first, element by element, in C: the usual case (the same
+        # messages, one more turn appended) costs a few nanoseconds a message. A message equal to the
+        # one converted has the same wire form, so equality is enough.
+        if messages[:n] == self._sources[:n]:
+            return n
+        return next((i for i in range(n) if messages[i] != self._sources[i]), n)
+
+    def _forget_from(self, index: int) -> None:
+        """Drop the messages from `index` on, and the malformed calls they added."""
+        for kept in (self._sources, self._wire, self._tokens, self._added):
+            del kept[index:]
+        self.tokens = sum(self._tokens)
+        self._unparsed = {}
+        for added in self._added:
+            self._unparsed.update(added)
+
+
+def _message_tokens(message: dict) -> int:
+    """A wire message's share of the prompt estimate: its text and calls, and what a template adds."""
+    content = message.get("content")
+    parts = [content or ""] if isinstance(content, str) else [json.dumps(content, ensure_ascii=False, default=str)]
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", {})
+        parts.append(f"{function.get('name', '')}{function.get('arguments', '')}")
+    return estimate_tokens("".join(str(p) for p in parts)) + MESSAGE_OVERHEAD_TOKENS
 
 
 def estimate_prompt_tokens(wire: list[dict], tools: list[dict] | None) -> int:
     """An estimate of a request's prompt: every message's text and calls, and the tools' schemas."""
     total = estimate_tokens(json.dumps(tools, ensure_ascii=False)) if tools else 0
-    for message in wire:
-        parts = [message.get("content") or ""] if isinstance(message.get("content"), str) else [
-            json.dumps(message.get("content"), ensure_ascii=False, default=str)]
-        for call in message.get("tool_calls") or []:
-            function = call.get("function", {})
-            parts.append(f"{function.get('name', '')}{function.get('arguments', '')}")
-        total += estimate_tokens("".join(str(p) for p in parts)) + MESSAGE_OVERHEAD_TOKENS
-    return total
+    return total + sum(_message_tokens(message) for message in wire)
 
 
 # --------------------------------------------------------------------------- reading servers' answers
