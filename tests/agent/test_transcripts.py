@@ -26,7 +26,7 @@ def events(name: str) -> list[dict]:
 def test_the_recorded_sessions_are_all_there():
     names = {p.stem for p in TRANSCRIPTS}
     assert {"cuda13-upgrade", "refused-before-backup", "install-no-space", "malformed-calls",
-            "gpu-h200-check"} <= names
+            "gpu-h200-check", "gpu-h200-change"} <= names
 
 
 @pytest.mark.parametrize("path", TRANSCRIPTS, ids=[p.stem for p in TRANSCRIPTS])
@@ -111,3 +111,29 @@ def test_demo_json_prints_events_only(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     lines = [json.loads(line) for line in r.stdout.splitlines()]
     assert lines[0]["type"] == "session_start" and lines[-1]["type"] == "session_end"
+
+
+def test_the_real_gpu_change_was_backed_up_then_rolled_back_to_the_same_freeze():
+    """transcripts/gpu-h200-change.jsonl, recorded on the H200 machine (docs/gpu.md): a real pip_install and its
+    restore, with the freeze read before anything changed equal to the one read after the restore."""
+    ev = events("gpu-h200-change")
+    calls = [(e["turn"], e["tool"]) for e in ev if e["type"] == "tool_call"]
+    tools = [t for _, t in calls]
+    assert tools.index("pip_freeze_backup") < tools.index("pip_install") < tools.index("restore_backup")
+    results = {e["call_id"] + f"@{e['turn']}": e for e in ev if e["type"] == "tool_result"}
+    by_tool = {}
+    for e in results.values():
+        by_tool.setdefault(e["tool"], []).append(e)
+    install = by_tool["pip_install"][0]["data"]
+    assert install["index_urls"][0].startswith("file:///") and len(install["changes"]) == 3
+    assert sum(1 for c in install["changes"] if c.get("before") is None) == 1, "one package is new"
+    restore = by_tool["restore_backup"][0]["data"]
+    assert restore["restored"] and restore["remaining_diff"] == [] and restore["uninstalled"]
+    freezes = [e["content"].split("--- stdout ---", 1)[-1].split("--- stderr", 1)[0] for e in by_tool["ssh_exec"]
+               if "==" in e["content"] and "Version:" not in e["content"]]
+    assert len(freezes) == 2 and freezes[0] == freezes[1] and freezes[0].count("==") > 100
+    labels = [e["data"]["label"] for e in by_tool["run_bench"]]
+    assert labels == ["before-eager", "before-compile", "after-eager", "after-compile", "restored-eager",
+                      "restored-compile"]
+    end = next(e for e in ev if e["type"] == "goal_result")
+    assert end["verdict"] == "met" and end["exit_code"] == 0
