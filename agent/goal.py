@@ -41,7 +41,7 @@ class SimMachine(BaseModel):
     """The simulated GPU host a `transport: sim` entry asks for (every field has the seed's value by default):
 
         sim: {gpu_model: "H100 80GB HBM3", driver: "550.144.03", gpus: 4, toolkits: ["12.8"],
-              free_space_mb: {/tmp: 500}}
+              free_space_mb: {/tmp: 500}, pypi_reachable: false, bench_noise: 0.25}
 
     gpu_model: one of the sim's models (RTX PRO 6000 Blackwell, H100 80GB HBM3, H200, A100-SXM4-80GB,
     L40S; nvidia-smi's name works too). A driver older than the model's first supporting branch is
@@ -56,6 +56,10 @@ class SimMachine(BaseModel):
     toolkits: list[Literal["12.8", "13.0", "13.1"]] = Field(default_factory=lambda: ["12.8"])  # first: the cuda link
     free_space_mb: dict[str, int] = Field(default_factory=dict)  # free space per mount point ("/tmp": 500)
     gcc: str | None = "gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04) "  # null: no compiler on the host
+    # false: the host has no route to PyPI, as an air-gapped GPU machine (its pip configuration names an index it
+    # cannot reach); the sim's mirror under /srv/pypi is still there for tools that name it.
+    pypi_reachable: bool = True
+    bench_noise: float = Field(default=0.25, ge=0)  # run-to-run noise of its benchmarks, standard deviation in tok/s
 
     @field_validator("gpu_model")
     @classmethod
@@ -81,7 +85,8 @@ class SimMachine(BaseModel):
 
     def build_options(self) -> dict:
         return {"gpu_model": self.gpu_model, "driver_version": self.driver, "gpus": self.gpus,
-                "toolkits": tuple(self.toolkits), "free_space_mb": dict(self.free_space_mb) or None, "gcc": self.gcc}
+                "toolkits": tuple(self.toolkits), "free_space_mb": dict(self.free_space_mb) or None, "gcc": self.gcc,
+                "pypi_reachable": self.pypi_reachable, "bench_noise": self.bench_noise}
 
 
 class HostEntry(BaseModel):

@@ -1,7 +1,7 @@
 """restore_backup on a machine without a route to PyPI (as the H200 machine of docs/gpu.md): it checks that every
 pin can be fetched before it uninstalls anything, says what to give when they cannot, and restores from the
-mirror named by index_url. On the simulated host, whose pip configuration is pointed at an index that is not
-there, as an air-gapped machine's default index is."""
+mirror named by index_url. On a simulated host built with `pypi_reachable=False` (`sim: {pypi_reachable: false}`
+in a goal file): its pip configuration names an index that is not there, as PyPI is not there for such a machine."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from tools.hosts import HostPool
 from tools.pip_freeze_backup import PipFreezeBackup
 from tools.restore_backup import RestoreBackup
 from tools.sim import build_sim
-from tools.sim.build import VENV_DIR
 
 
 def call(tool, ctx, **args):
@@ -35,7 +34,7 @@ def tiny_wheel(directory, name: str = "added_since", version: str = "1.0") -> st
 
 
 def test_a_restore_that_cannot_fetch_its_pins_changes_nothing_and_says_to_give_index_url(tmp_path):
-    sim = build_sim(tmp_path / "gpu")
+    sim = build_sim(tmp_path / "gpu", pypi_reachable=False)
     pool = HostPool([sim.host_spec()])
     try:
         host = pool.get("sim")
@@ -52,9 +51,6 @@ def test_a_restore_that_cannot_fetch_its_pins_changes_nothing_and_says_to_give_i
         assert host.run(f"{sim.python} -m pip install --no-deps /tmp/{wheel}").ok
         changed = host.run(f"{sim.python} -m pip freeze --all").stdout
         assert "vllm" not in changed and "sgl-kernel==0.3.21+cu130" in changed and "added_since" in changed
-        # From now on the machine's own default index is out of reach.
-        conf = sim.sys_path(VENV_DIR) / "pip.conf"
-        conf.write_text("[global]\nindex-url = file:///srv/no-route-to-pypi/simple\n")
 
         with pytest.raises(ToolError) as err:
             call(RestoreBackup(), ctx, host="sim", backup_id=b.backup_id)
@@ -63,9 +59,11 @@ def test_a_restore_that_cannot_fetch_its_pins_changes_nothing_and_says_to_give_i
         assert "pip configuration" in message
         assert host.run(f"{sim.python} -m pip freeze --all").stdout == changed, "nothing was uninstalled"
 
-        r = call(RestoreBackup(), ctx, host="sim", backup_id=b.backup_id, index_url=sim.index_urls["pypi"])
+        # The machine's mirror of the cu128 wheels holds every version the backup names but torch's own.
+        mirror = sim.index_urls["cu128"]
+        r = call(RestoreBackup(), ctx, host="sim", backup_id=b.backup_id, index_url=mirror)
         assert r.restored and r.remaining_diff == [] and r.uninstalled == ["added-since"]
-        assert any(f"--index-url {sim.index_urls['pypi']}" in c for c in r.commands)
+        assert any(f"--index-url {mirror}" in c and "vllm==0.16.0" in c for c in r.commands)
         assert host.run(f"{sim.python} -m pip freeze --all").stdout == before
     finally:
         pool.close()
@@ -77,3 +75,16 @@ def test_restore_backup_takes_only_an_index_url_as_its_index():
         tool.parse_args({"host": "sim", "backup_id": "b", "index_url": "--extra-index-url=http://x"})
     action = tool.action(tool.parse_args({"host": "sim", "backup_id": "b", "index_url": "file:///srv/mirror/"}))
     assert action.args["index_url"] == "file:///srv/mirror" and "index=file:///srv/mirror" in action.subject
+
+
+def test_a_goal_file_asks_for_an_air_gapped_sim_with_noisy_benchmarks(tmp_path):
+    from agent.goal import load_goal
+
+    path = tmp_path / "goal.yaml"
+    path.write_text("goal: restore without PyPI\nhosts:\n  - name: sim\n    transport: sim\n"
+                    "    sim: {pypi_reachable: false, bench_noise: 40}\n")
+    options = load_goal(path).hosts[0].sim.build_options()
+    assert options["pypi_reachable"] is False and options["bench_noise"] == 40.0
+    sim = build_sim(tmp_path / "gpu", **options)
+    conf = (sim.sys_path("/opt/venv") / "pip.conf").read_text()
+    assert "file:///srv/no-route-to-pypi/simple" in conf and "simple-cu128" not in conf

@@ -138,7 +138,7 @@ def build_sim(root: Path, *, gpus: int = 8, gpu_model: str = DEFAULT_GPU_MODEL,
               free_space_mb: dict[str, int] | None = None, driver_version: str = "590.48.01",
               smi_version: str | None = None, gcc: str | None = "gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04) ",
               kernel: str = DEFAULT_KERNEL, toolkits: tuple[str, ...] = ("12.8",), bench_noise: float = 0.25,
-              cache_dir: Path | None = None) -> Sim:
+              pypi_reachable: bool = True, cache_dir: Path | None = None) -> Sim:
     """Build a sim root at `root` (a new or empty directory) and return it.
 
     gpu_model: a key of GPU_MODELS ("H100 80GB HBM3") or nvidia-smi's name for it; a driver older
@@ -149,6 +149,9 @@ def build_sim(root: Path, *, gpus: int = 8, gpu_model: str = DEFAULT_GPU_MODEL,
     gcc: the compiler on the host's PATH, as the last line of `gcc -v` gives it; None for none (the
     runfile's check then fails without --override, and gcc, cc, g++... are not in its /usr/bin).
     kernel: the kernel release uname and /proc/version report.
+    pypi_reachable: False for a host without a route to PyPI, as the air-gapped machine of docs/gpu.md: its
+    pip configuration names an index that is not there, so pip finds nothing unless given the mirror
+    (file:///srv/pypi/simple...) by name.
     """
     model = _machine.gpu_model_key(gpu_model)  # these raise before anything is built
     _machine.check_driver_supports(model, driver_version)
@@ -161,7 +164,7 @@ def build_sim(root: Path, *, gpus: int = 8, gpu_model: str = DEFAULT_GPU_MODEL,
     cache = _build.ensure_cache(python, cache_dir)
     _build.lay_out(root, cache, python, gpus=gpus, gpu_model=model, free_space_mb=free_space_mb,
                    driver_version=driver_version, smi_version=smi_version, gcc=gcc, kernel=kernel,
-                   toolkits=tuple(toolkits), bench_noise=bench_noise)
+                   toolkits=tuple(toolkits), bench_noise=bench_noise, pypi_reachable=pypi_reachable)
     for key in RELEASES:
         _publish_runfile(root, key, python)
     return Sim.open(root)

@@ -156,7 +156,7 @@ def write_runfile(directory: Path, release_key: str, python: str, root: Path) ->
 
 def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, gpu_model: str, free_space_mb: dict[str, int] | None,
             driver_version: str, smi_version: str | None, gcc: str | None, kernel: str, toolkits: tuple[str, ...],
-            bench_noise: float) -> None:
+            bench_noise: float, pypi_reachable: bool = True) -> None:
     compiler = sim_compiler.parse(gcc)  # raises before anything is laid out
     for d in ("usr/bin", "usr/local", "usr/share/man", "var/log", "var/tmp", "tmp", "opt", "etc", "root", "srv",
               "proc/driver/nvidia"):
@@ -197,9 +197,13 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, gpu_model: str,
     # builds come from). Its cache lies in the host's home, and options that the computer running the
     # sim may set globally (find-links, constraints) are cleared so every sim resolves the same packages.
     # Every path is the one the host sees inside its sandbox.
+    # Without a route to PyPI (an air-gapped machine), the configuration names an index that is not there,
+    # as PyPI is not there for such a machine, and no extra index: pip finds a package only where a command
+    # names the mirror.
+    indexes = ("index-url = file:///srv/pypi/simple\nextra-index-url = file:///srv/pypi/simple-cu128\n"
+               if pypi_reachable else "index-url = file:///srv/no-route-to-pypi/simple\n")
     pip_conf = ("[global]\n"
-                "index-url = file:///srv/pypi/simple\n"
-                "extra-index-url = file:///srv/pypi/simple-cu128\n"
+                + indexes +
                 "find-links =\n"
                 "constraint =\n"
                 "cache-dir = /root/.cache/pip\n"
