@@ -67,9 +67,10 @@ def restore_plan(python: str, want: dict[str, str] | None, indexes: dict[str, st
                  have: dict[str, str] | None = None, index_url: str | None = None) -> RestorePlan:
     """What restores `python` to a backup: its freeze `want`, the index of each local-version pin, its dir.
 
-    `index_url` is where the pins without an index of their own come from; without it, from
-    what the host's pip configuration names (PyPI by default), which a machine without a route
-    to PyPI cannot reach: such a machine restores from its own mirror.
+    `index_url` is the mirror to restore from, for a machine without a route to PyPI (or to
+    PyTorch's index): the pins without an index of their own come from it, and it is searched
+    before the index recorded for a local-version pin. Without it, those pins come from what the
+    host's pip configuration names (PyPI by default).
 
     With the current freeze `have`: uninstall what the backup did not have (never pip, setuptools
     or wheel), then reinstall every pin that differs with --no-deps, grouped by the index each
@@ -81,12 +82,15 @@ def restore_plan(python: str, want: dict[str, str] | None, indexes: dict[str, st
     def by_index(pins: list[str]) -> list[tuple[str | None, list[str]]]:
         groups: dict[str | None, list[str]] = {}
         for pin in pins:
-            groups.setdefault(indexes.get(pin) or index_url, []).append(pin)
+            groups.setdefault(indexes.get(pin), []).append(pin)
         return sorted(((index, sorted(lines)) for index, lines in groups.items()), key=lambda kv: kv[0] or "")
 
     def install(index: str | None, lines: list[str], what: str) -> PipCommand:
-        return pip_command(python, "install --no-deps " + (f"--index-url {shlex.quote(index)} " if index else "")
-                           + " ".join(shlex.quote(x) for x in lines), what + (f" from {index}" if index else ""))
+        where = [u for u in (index_url, index) if u]
+        where = list(dict.fromkeys(where))  # the mirror first; each index once
+        options = "".join(f"--{'extra-' if i else ''}index-url {shlex.quote(u)} " for i, u in enumerate(where))
+        return pip_command(python, "install --no-deps " + options + " ".join(shlex.quote(x) for x in lines),
+                           what + (f" from {' and '.join(where)}" if where else ""))
 
     if want is None or have is None:
         groups = [(index, lines) for index, lines in by_index(list(indexes)) if index]
@@ -113,7 +117,9 @@ class RestoreBackup(Tool):
 
     It uninstalls what the backup did not have, reinstalls the exact pinned versions with --no-deps from
     the index each one needs (local versions such as +cu128 from their own index), then freezes again and
-    reports the difference from the backup, which is empty when the restore worked. Destructive: in a chat
+    reports the difference from the backup, which is empty when the restore worked. Before it uninstalls
+    anything it checks that every pin can be fetched; on a machine without a route to PyPI, give
+    `index_url`, the host's own mirror (e.g. the index pip_install used). Destructive: in a chat
     the operator approves it; in a scripted run it runs only if a goal file rule for restore_backup says
     `destructive: true`.
     """

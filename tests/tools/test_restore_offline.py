@@ -42,11 +42,14 @@ def test_a_restore_that_cannot_fetch_its_pins_changes_nothing_and_says_to_give_i
         b = call(PipFreezeBackup(), ctx, host="sim")
         ctx.known_backup = {b.backup_id: b.backup}.get
         before = host.run(f"{sim.python} -m pip freeze --all").stdout
-        # The change: vllm goes, sgl-kernel moves to its cu130 build, and a package the backup did not have
-        # comes in.
+        # The change: vllm goes, torch and sgl-kernel move to their cu130 builds, and a package the backup did
+        # not have comes in.
         assert host.run(f"{sim.python} -m pip uninstall -y vllm").ok
         assert host.run(f"{sim.python} -m pip install --no-deps --index-url {sim.index_urls['cu130']} "
-                        "sgl-kernel==0.3.21+cu130").ok
+                        "torch==2.10.0+cu130 sgl-kernel==0.3.21+cu130").ok
+        # Without the cu128 extra index in its configuration, the backup knows torch's +cu128 build only from
+        # PyTorch's public index, which this machine cannot reach either.
+        assert b.local_version_indexes["torch==2.10.0+cu128"] == "https://download.pytorch.org/whl/cu128"
         wheel = tiny_wheel(sim.sys_path("/tmp"))
         assert host.run(f"{sim.python} -m pip install --no-deps /tmp/{wheel}").ok
         changed = host.run(f"{sim.python} -m pip freeze --all").stdout
@@ -59,11 +62,14 @@ def test_a_restore_that_cannot_fetch_its_pins_changes_nothing_and_says_to_give_i
         assert "pip configuration" in message
         assert host.run(f"{sim.python} -m pip freeze --all").stdout == changed, "nothing was uninstalled"
 
-        # The machine's mirror of the cu128 wheels holds every version the backup names but torch's own.
+        # The machine's mirror of the cu128 wheels holds every version the backup names, torch's build too: it
+        # is searched first, before the index the backup recorded for torch.
         mirror = sim.index_urls["cu128"]
         r = call(RestoreBackup(), ctx, host="sim", backup_id=b.backup_id, index_url=mirror)
         assert r.restored and r.remaining_diff == [] and r.uninstalled == ["added-since"]
         assert any(f"--index-url {mirror}" in c and "vllm==0.16.0" in c for c in r.commands)
+        assert any(f"--index-url {mirror} --extra-index-url https://download.pytorch.org/whl/cu128" in c
+                   and "torch==2.10.0+cu128" in c for c in r.commands)
         assert host.run(f"{sim.python} -m pip freeze --all").stdout == before
     finally:
         pool.close()
