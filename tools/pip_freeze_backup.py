@@ -25,6 +25,8 @@ from pydantic import BaseModel, Field
 
 from tools.base import Action, BackupRecord, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, sha256_hex
 from tools.hosts import Host, HostError
+from tools.system_state import SCRIPT as SYSTEM_SCRIPT
+from tools.system_state import parse_system_state
 
 BACKUP_ROOT = "/var/tmp/upgrade-agent/backups"
 PIP_ENV = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_NO_COLOR": "1"}
@@ -99,8 +101,10 @@ class PipFreezeBackup(Tool):
     """Back up a Python environment on a host, verified; required before any change to that host.
 
     Records the interpreter version, pip version,
-    `pip freeze --all`, `pip list --format=json`, `pip inspect`, pip config, PIP_*/UV_* settings, and the
-    index each local-version package (e.g. torch 2.10.0+cu130) must be reinstalled from. The backup is
+    `pip freeze --all`, `pip list --format=json`, `pip inspect`, pip config, PIP_*/UV_* settings, the
+    index each local-version package (e.g. torch 2.10.0+cu130) must be reinstalled from, and the system
+    state an upgrade touches (CUDA toolkits under /usr/local, the `cuda` link, CUDA/NVIDIA packages, the
+    driver), which restore_backup compares the host with and, with `system: true`, rolls back. The backup is
     written on the host under /var/tmp/upgrade-agent/backups/<id>/, copied beside the transcript, checked
     by sha256, and registered: mutating or destructive steps on a host are refused until a verified
     backup of it exists. Returns the backup id (restore_backup takes it), the package count and paths.
@@ -153,6 +157,7 @@ class PipFreezeBackup(Tool):
             "inspect.json": f"{q} -m pip inspect",
             "pip-config.txt": f"{q} -m pip config list",
             "env.txt": "env",
+            "system.txt": SYSTEM_SCRIPT,
         }
         ctx.emit("progress", {"step": "collecting", "python": py})
         with cf.ThreadPoolExecutor(max_workers=len(commands)) as pool:
@@ -175,6 +180,9 @@ class PipFreezeBackup(Tool):
             files["inspect.json"] = results["inspect.json"].stdout.encode()
         else:
             warnings.append("`pip inspect` is not available (pip older than 22.2): list.json and freeze.txt only")
+        # What the upgrade touches beyond Python (toolkits, the cuda link, CUDA/NVIDIA packages, the driver),
+        # in a fixed order, so that restore_backup can compare the host with it.
+        files["system.txt"] = parse_system_state(results["system.txt"].stdout).text().encode()
         files["pip-config.txt"] = ctx.redact(without_own_settings(results["pip-config.txt"].stdout)).encode()
         env_lines = [ln for ln in results["env.txt"].stdout.splitlines() if re.match(r"(PIP|UV)_[A-Z0-9_]*=", ln)]
         env_lines = [ln for ln in env_lines if not ln.startswith(tuple(PIP_ENV))]  # our own settings

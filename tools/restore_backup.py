@@ -12,10 +12,23 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field, field_validator
 
-from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, run_live, truncate_for_model
+from tools.base import (
+    Action,
+    Risk,
+    RiskClass,
+    StrictArgs,
+    Tool,
+    ToolContext,
+    ToolError,
+    run_live,
+    sha256_hex,
+    truncate_for_model,
+)
 from tools.hosts import HostError
 from tools.pip_freeze_backup import PIP_ENV, parse_freeze, read_backup
 from tools.pip_install import PipInstallArgs
+from tools.system_state import SCRIPT as SYSTEM_SCRIPT
+from tools.system_state import SystemState, parse_system_state, system_diff, system_rollback
 
 # Never uninstalled to match a backup: removing the installer tooling would break the restore itself.
 KEEP = {"pip", "setuptools", "wheel"}
@@ -119,22 +132,27 @@ class RestoreBackup(Tool):
     the index each one needs (local versions such as +cu128 from their own index), then freezes again and
     reports the difference from the backup, which is empty when the restore worked. Before it uninstalls
     anything it checks that every pin can be fetched; on a machine without a route to PyPI, give
-    `index_url`, the host's own mirror (e.g. the index pip_install used). Destructive: in a chat
+    `index_url`, the host's own mirror of the backed-up versions. Destructive: in a chat
     the operator approves it; in a scripted run it runs only if a goal file rule for restore_backup says
     `destructive: true`.
     """
 
     name = "restore_backup"
-    pinned = ("backup_id", "python", "index_url")
+    pinned = ("backup_id", "python", "index_url", "system")
 
     class Args(StrictArgs):
         host: str = Field(description="host in this session")
         backup_id: str = Field(description="the id pip_freeze_backup returned")
         python: str | None = Field(default=None, description="interpreter to restore (default: the one backed up)")
         index_url: str | None = Field(default=None, description=(
-            "index (https:// or file:///) for the pins that have no index of their own (default: the host's pip "
-            "configuration, PyPI unless it says otherwise); a machine without a route to PyPI restores from its "
-            "own mirror, e.g. the index pip_install used"))
+            "the mirror to restore from (https:// or file:///), for a machine without a route to PyPI or "
+            "PyTorch's index: searched first for every pin, before the index the backup recorded for a "
+            "local-version pin (+cu128); it must hold the backed-up versions, which the index a trial installed "
+            "from (e.g. a cu130 one) usually does not. Default: the pins without an index of their own come from "
+            "the host's pip configuration (PyPI unless it says otherwise)"))
+        system: bool = Field(default=False, description=(
+            "also roll back the system state the backup recorded: put the cuda link back and remove the CUDA "
+            "toolkits installed since (system packages and the driver are compared and reported, not changed)"))
 
         @field_validator("index_url")
         @classmethod
@@ -148,17 +166,22 @@ class RestoreBackup(Tool):
         installed: list[str]
         commands: list[str]
         remaining_diff: list[str]
+        system_commands: list[str] = Field(default_factory=list, description="what rolled back the system state")
+        system_diff: list[str] = Field(default_factory=list, description=(
+            "how the system state (toolkits, cuda link, CUDA/NVIDIA packages, driver) still differs from the backup"))
+        system_recorded: bool = Field(default=False, description="whether the backup recorded the system state")
         restored: bool
         checked_against: str  # what the backup's files were checked against before use
 
     def action(self, args) -> Action:
         subject = (f"restore_backup {args.backup_id} python={args.python or '(backed up)'}"
-                   + (f" index={args.index_url}" if args.index_url else ""))
+                   + (f" index={args.index_url}" if args.index_url else "") + (" system=true" if args.system else ""))
         return Action(host=args.host, subject=subject,
                       risk=Risk(cls=RiskClass.DESTRUCTIVE, rule="tool:restore_backup",
                                 reason="uninstalls and reinstalls packages to match a backup"),
-                      args={"backup_id": args.backup_id, "python": args.python, "index_url": args.index_url},
-                      defaults={"python": None, "index_url": None},
+                      args={"backup_id": args.backup_id, "python": args.python, "index_url": args.index_url,
+                            "system": args.system},
+                      defaults={"python": None, "index_url": None, "system": False},
                       interpreter=args.python)
 
     def run(self, ctx: ToolContext, args) -> "RestoreBackup.Result":
@@ -195,9 +218,32 @@ class RestoreBackup(Tool):
                                  "the packages were reinstalled but not checked: compare `pip freeze --all` "
                                  "with the backup's freeze.txt"))
         remaining = freeze_diff(want, after)
+        backed_up = read_system_state(host, remote, manifest, record, args.backup_id)
+        system_commands, system_left = [], []
+        if backed_up is not None:
+            system_commands, system_left = self._system(ctx, host, backed_up, args)
+        elif args.system:
+            raise ToolError(f"backup {args.backup_id} recorded no system state (it was taken by an older version); "
+                            "the Python environment was restored; roll the system back by hand, as the report says")
+        whole = not remaining and (not args.system or not system_left)
         return self.Result(backup_id=args.backup_id, python=py, uninstalled=plan.uninstall, installed=plan.install,
-                           commands=plan.lines, remaining_diff=remaining, restored=not remaining,
-                           checked_against=checked_against)
+                           commands=plan.lines, remaining_diff=remaining, restored=whole,
+                           checked_against=checked_against, system_commands=system_commands,
+                           system_diff=system_left, system_recorded=backed_up is not None)
+
+    def _system(self, ctx: ToolContext, host, backed_up: SystemState, args) -> tuple[list[str], list[str]]:
+        """Compare the host's system state with the backup's, and with `system`, roll back what a tool can."""
+        now = read_host_system_state(host, ctx)
+        if not args.system:
+            return [], system_diff(backed_up, now)
+        rollback = system_rollback(backed_up, now)
+        for command in rollback.commands:
+            ctx.emit("progress", {"step": command})
+            r = host.run(command, timeout=600, cancel=ctx.cancel)
+            if not r.ok or r.cancelled:
+                raise ToolError(f"`{command}` failed (exit {r.exit_code}) while rolling back the system state; the "
+                                f"Python environment was restored: {(r.stderr or r.stdout).strip()[-500:]}")
+        return rollback.commands, system_diff(backed_up, read_host_system_state(host, ctx))
 
     def _can_fetch(self, ctx: ToolContext, host, plan: RestorePlan, args) -> None:
         """Before anything is uninstalled: can every pin be found where its install looks? A machine without a
@@ -218,9 +264,25 @@ class RestoreBackup(Tool):
                      "the index the host's pip configuration names (PyPI unless it says otherwise)"
                      if "--index-url" not in command.line else "its own index")
             hint = ("" if args.index_url else "; if this machine has no route to PyPI, give index_url: a mirror that "
-                    "holds these versions (e.g. the index pip_install used)")
+                    "holds these versions")
             raise ToolError(f"nothing was changed: {command.what} cannot be fetched from {where}{hint}. pip said: "
                             f"{truncate_for_model(out, 1500)}")
 
     def render(self, result) -> str:
         return json.dumps(result.model_dump(mode="json"))
+
+
+def read_host_system_state(host, ctx: ToolContext) -> SystemState:
+    r = host.run(SYSTEM_SCRIPT, timeout=120, cancel=ctx.cancel)
+    return parse_system_state(r.stdout)
+
+
+def read_system_state(host, remote: str, manifest: dict, record, backup_id: str) -> SystemState | None:
+    """The backup's system.txt, checked like its other files; None when the backup has none."""
+    if "system.txt" not in (manifest.get("files") or {}):
+        return None
+    data = host.read_file(f"{remote}/system.txt")
+    expected = record.files.get("system.txt") if record is not None else manifest["files"]["system.txt"]
+    if sha256_hex(data) != expected:
+        raise ToolError(f"backup {backup_id} on {host.name}: system.txt was changed after the backup was taken")
+    return parse_system_state(data.decode())

@@ -66,7 +66,7 @@ class Authorization(BaseModel):
         where = "any host" if self.host == "*" else self.host
         if self.command is not None:
             return f"on {where}: exactly the command `{self.command}`"
-        named = ", ".join(f"{k} {_allowed_text(v)}" for k, v in self.args.items())
+        named = ", ".join(f"{k} {_allowed_text(v, k in _list_arguments(self.tool))}" for k, v in self.args.items())
         # Said from the tool's own arguments: which of the pinned ones the rule leaves at their defaults,
         # and which the caller chooses freely (every argument is in the schema, so "leave out" means null).
         pinned, free = _arguments(self.tool)
@@ -102,10 +102,11 @@ class Authorization(BaseModel):
         return misses
 
 
-def _allowed_text(value: Any) -> str:
-    """A rule's value as it reads: `"13.0"`, `one of true, false`, `each one of "torch==2.10.0+cu130", ...`."""
+def _allowed_text(value: Any, list_argument: bool = True) -> str:
+    """A rule's value as it reads: `"13.0"`, `one of "a", "b"` for a single value, and for a list argument
+    `each matching one of "torch==2.10.0+cu130", ...`."""
     if isinstance(value, list):
-        return "each matching one of " + ", ".join(json.dumps(v) for v in value)
+        return ("each matching one of " if list_argument else "one of ") + ", ".join(json.dumps(v) for v in value)
     return json.dumps(value)
 
 
@@ -139,6 +140,13 @@ def closest(authorizations: list[Authorization], tool: str, action: Action,
         if best[1] is None or len(misses) < len(best[1]):
             best = (i, misses)
     return best
+
+
+@functools.lru_cache(maxsize=None)
+def _list_arguments(name: str | None) -> frozenset[str]:
+    """The arguments of a tool that take a list (a rule's list then allows each item; else one value)."""
+    found = default_tools([name]) if name else []
+    return frozenset(k for k, f in found[0].Args.model_fields.items() if "list" in str(f.annotation)) if found else frozenset()
 
 
 @functools.lru_cache(maxsize=None)

@@ -235,3 +235,15 @@ def test_no_red_team_call_gets_a_change_past_the_demo_goals_rules():
 def test_a_runfile_source_is_one_plain_file(runfile):
     with pytest.raises(Exception, match="is not a runfile source"):
         InstallRunfile.parse_args({"host": "sim", "runfile": runfile, "checksum": "a" * 32, "version": "13.0"})
+
+
+def test_a_rule_reads_one_of_for_a_single_value_and_each_matching_one_of_for_a_list():
+    """A played model read `index_url each matching one of ...` and wondered how one URL could match each."""
+    from agent.safety.authorizations import Authorization
+
+    one = Authorization(host="sim", tool="restore_backup", destructive=True,
+                        args={"backup_id": "sim-*", "index_url": ["file:///a", "file:///b"]}).describe()
+    assert 'index_url one of "file:///a", "file:///b"' in one and "each" not in one
+    many = Authorization(host="sim", tool="pip_install",
+                         args={"packages": ["x==1", "y==2"], "index_url": "file:///a"}).describe()
+    assert 'packages each matching one of "x==1", "y==2"' in many
