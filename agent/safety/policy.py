@@ -164,6 +164,9 @@ class SafetyPolicy:
     approver: Approver | None = None  # interactive: the operator's terminal
     authorizations: list[Authorization] = field(default_factory=list)  # scripted: the goal file
     plan: bool = False  # dry run
+    # A dry run's answers, kept for its verdict: what a real run would have done with each change.
+    planned: list[tuple[str, str]] = field(default_factory=list)  # ("would run" | "would ask" | "would be refused", subject)
+    _planned_backups: set[str] = field(default_factory=set)  # hosts a dry run's backup step would have backed up
     _session_approvals: set[tuple[str, str | None, str]] = field(default_factory=set)  # (tool, host, subject)
 
     def as_record(self) -> dict:
@@ -201,9 +204,8 @@ class SafetyPolicy:
             return verdict(Verdict.DENY, risk, "forbidden", f"{risk.reason}; this is refused in every mode")
         if risk.cls is RiskClass.READ_ONLY:
             return verdict(Verdict.ALLOW, risk, "read-only", risk.reason)
-        needs = "approval" if risk.cls is RiskClass.MUTATING else "approval, asked one by one"
         if self.plan:
-            return verdict(Verdict.SKIP, risk, "plan", f"needs a backup of {action.host} and {needs}")
+            return self._plan(tool, action, risk, verdict)
         if risk.rule == "backup" and risk.cls is RiskClass.MUTATING:
             # A tool's own declaration (never the classifier's or the model's): a backup step writes only
             # a new directory. Anything riskier, or a backup of an interpreter the model named that the
@@ -240,6 +242,38 @@ class SafetyPolicy:
                        + (f"; also, {no_backup}" if no_backup else "")
                        + read_hint
                        + ". A scripted run never asks: report what you would need instead")
+
+    def _plan(self, tool: str, action: Action, risk: Risk, verdict) -> Decision:
+        """A dry run's answer: nothing runs, and the reason says what a real run of this session would do with
+        the step, by the same rules (a backup the dry run would have taken counts for the steps after it)."""
+        if risk.rule == "backup" and risk.cls is RiskClass.MUTATING:
+            self._planned_backups.add(action.host or "")
+            self.planned.append(("would run", action.subject))
+            return verdict(Verdict.SKIP, risk, "plan", "would run: a backup writes only its own timestamped directory "
+                           "(a dry run takes none; the steps after it are judged as if it had been taken)")
+        backed_up = (action.host is None or action.host in self._planned_backups
+                     or self.ledger.latest_verified(action.host) is not None)
+        no_backup = (f"no backup of {action.host} is taken or planned before it: run pip_freeze_backup first, then "
+                     "the same call would pass")
+        what = f"this is a {risk.cls.value} step ({risk.reason})"
+        if self.mode == "interactive":
+            asked = "approval, asked one by one" if risk.cls is RiskClass.DESTRUCTIVE else "approval"
+            if not backed_up:
+                self.planned.append(("would be refused", action.subject))
+                return verdict(Verdict.SKIP, risk, "plan", f"would be refused: {what}, and {no_backup}")
+            self.planned.append(("would ask", action.subject))
+            return verdict(Verdict.SKIP, risk, "plan", f"would ask the operator for {asked}: {what}")
+        index, misses = closest(self.authorizations, tool, action, risk)
+        if index is not None and not misses:
+            rule = f"authorizations[{index}] ({self.authorizations[index].describe()})"
+            if not backed_up:
+                self.planned.append(("would be refused", action.subject))
+                return verdict(Verdict.SKIP, risk, "plan", f"would be refused: {rule} covers it, but {no_backup}")
+            self.planned.append(("would run", action.subject))
+            return verdict(Verdict.SKIP, risk, "plan", f"would run: authorized by {rule}")
+        self.planned.append(("would be refused", action.subject))
+        return verdict(Verdict.SKIP, risk, "plan", f"would be refused: {what}, and no rule of the goal file's "
+                       "authorizations covers it" + self._nearest(index, misses, tool, action))
 
     def _nearest(self, index: int | None, misses: list[str] | None, tool: str, action: Action) -> str:
         """The closest rule and how the call differs from it; or, with none of this kind, what the rules allow."""

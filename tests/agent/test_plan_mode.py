@@ -1,0 +1,56 @@
+"""`--plan` is a check mode: each change is answered with what a real run of the same session would do."""
+
+from __future__ import annotations
+
+from agent.safety.authorizations import Authorization
+from agent.safety.policy import SafetyPolicy, Verdict
+from tools.pip_freeze_backup import PipFreezeBackup
+from tools.pip_install import PipInstall
+from tools.restore_backup import RestoreBackup
+from tools.ssh_exec import SSHExec
+
+CU130 = "file:///srv/pypi/simple-cu130"
+
+
+def decide(gate, tool, **args):
+    parsed = tool.parse_args({"host": "sim", **args})
+    return gate.decide(tool.name, tool.action(parsed))
+
+
+def scripted_plan() -> SafetyPolicy:
+    return SafetyPolicy(scope={"sim"}, mode="scripted", plan=True, authorizations=[
+        Authorization(host="sim", tool="pip_install", args={"packages": ["torch==2.10.0+cu130"], "index_url": CU130})])
+
+
+def test_a_dry_run_says_per_step_whether_the_goal_file_would_allow_it():
+    gate = scripted_plan()
+    early = decide(gate, PipInstall(), packages=["torch==2.10.0+cu130"], index_url=CU130)
+    assert early.verdict is Verdict.SKIP and early.reason.startswith("would be refused: authorizations[0] (")
+    assert "covers it, but no backup of sim is taken or planned before it: run pip_freeze_backup first" in early.reason
+
+    backup = decide(gate, PipFreezeBackup())
+    assert backup.verdict is Verdict.SKIP and backup.reason.startswith("would run: a backup writes only")
+
+    covered = decide(gate, PipInstall(), packages=["torch==2.10.0+cu130"], index_url=CU130)
+    assert covered.reason.startswith("would run: authorized by authorizations[0]") and "no backup" not in covered.reason
+
+    other = decide(gate, PipInstall(), packages=["torch==2.9.0+cu130"], index_url=CU130)
+    assert other.reason.startswith("would be refused:") and "the closest, authorizations[0]" in other.reason
+    assert "torch==2.9.0+cu130" in other.reason
+
+    restore = decide(gate, RestoreBackup(), backup_id="sim-1")
+    assert restore.reason.startswith("would be refused:")
+    reading = decide(gate, SSHExec(), command="nvidia-smi -L")
+    assert reading.verdict is Verdict.ALLOW, "reading runs in a dry run too"
+    assert [w for w, _ in gate.planned] == ["would be refused", "would run", "would run", "would be refused",
+                                            "would be refused"]
+
+
+def test_an_interactive_dry_run_says_it_would_ask():
+    gate = SafetyPolicy(scope={"sim"}, mode="interactive", plan=True)
+    before = decide(gate, RestoreBackup(), backup_id="sim-1")
+    assert before.reason.startswith("would be refused:") and "run pip_freeze_backup first" in before.reason
+    decide(gate, PipFreezeBackup())
+    d = decide(gate, RestoreBackup(), backup_id="sim-1")
+    assert d.verdict is Verdict.SKIP and d.reason.startswith("would ask the operator for approval, asked one by one")
+    assert gate.planned[-1][0] == "would ask"
