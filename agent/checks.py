@@ -3,12 +3,19 @@
 Both are the product's own read-only verification, not the model's claim: they run through
 the host layer after the model has finished, and each result is a transcript event
 (`final_state`, `check`, then `goal_result`) that the report cites.
+
+Every piece of it only reads, so all of it runs at once: each host's pip freeze and inspection,
+on every host, beside every check. Waiting for each in turn would add their times up at the end
+of every run; the events are still written in the one order, hosts by name, then checks.
 """
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import shlex
+import threading
 from dataclasses import dataclass
+from typing import Any
 
 from agent.goal import Goal, SuccessCheck
 from agent.loop import Session
@@ -17,6 +24,11 @@ from tools.base import RiskClass, ToolContext, ToolError
 from tools.hosts import HostError
 from tools.inspect_host import InspectHost, parse_nvcc
 
+# At most this many commands of the end at once (two per host, one per check).
+MAX_PARALLEL = 16
+# After a Ctrl-C, how long the running commands get to stop (their cancel kills them) before the run goes on.
+CANCEL_WAIT_S = 30.0
+
 
 @dataclass
 class CheckResult:
@@ -24,40 +36,121 @@ class CheckResult:
     detail: str
 
 
-def capture_final_state(session: Session) -> None:
-    """For each host in scope: pip freeze of the interpreter backed up (or the default) and inspect_host."""
+def verify_end(goal: Goal, session: Session) -> bool | None:
+    """Record the final state of every host in scope, run the goal's success checks, and say whether
+    they all passed (None when the goal file has none).
+
+    On Ctrl-C the running commands are stopped, what had finished is recorded, and the interrupt goes on.
+    """
+    cancel = threading.Event()
     backed_up = {r.host: r.target for r in session.gate.ledger.all()}
-    for host_name in sorted(session.gate.scope):
-        python = backed_up.get(host_name)
-        freeze_text = inspect = None
-        errors: list[str] = []
+    hosts = sorted(session.gate.scope)
+    pool = cf.ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, 2 * len(hosts) + len(goal.success) or 1),
+                                 thread_name_prefix="final")
+    try:
+        states = [_FinalState(session, name, backed_up.get(name), cancel, pool) for name in hosts]
+        checks = [pool.submit(_check, check, goal, session, cancel) for check in goal.success]
+        futures = [f for st in states for f in st.futures] + checks
+        try:
+            _wait_all(futures)
+        except KeyboardInterrupt:
+            finished = {f for f in futures if f.done()}
+            cancel.set()
+            cf.wait(futures, timeout=CANCEL_WAIT_S)
+            _record(session, [st for st in states if finished.issuperset(st.futures)],
+                    [(i, f) for i, f in enumerate(checks) if f in finished], goal)
+            raise
+        all_ok = _record(session, states, list(enumerate(checks)), goal)
+        return all_ok if goal.success else None
+    finally:
+        cancel.set()  # whatever ended this (an interrupt while starting them too), nothing goes on running
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _wait_all(futures: list[cf.Future]) -> None:
+    pending = set(futures)
+    while pending:  # in slices, so a Ctrl-C is seen at once
+        _, pending = cf.wait(pending, timeout=0.2)
+
+
+class _FinalState:
+    """One host's final state: its pip freeze and its inspection, running side by side."""
+
+    def __init__(self, session: Session, host_name: str, backed_up: str | None, cancel: threading.Event,
+                 pool: cf.ThreadPoolExecutor):
+        self.host_name = host_name
+        self.python = backed_up
+        self.futures: list[cf.Future] = []
+        self.error: str | None = None  # the host could not be used at all
         try:
             host = session.hosts.get(host_name)
-            python = python or host.spec.python or "python3"
-            freeze = host.run(f"{shlex.quote(python)} -m pip freeze --all", timeout=300,
-                              env={"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-            if freeze.ok:
-                freeze_text = freeze.stdout
+        except HostError as e:  # an unreachable host is a fact of the final state, not a crash
+            self.error = str(e)
+            return
+        self.python = backed_up or host.spec.python or "python3"
+        self.futures = [pool.submit(_freeze, host, self.python, cancel),
+                        pool.submit(_inspect, session, host_name, self.python, cancel)]
+
+    def event(self) -> dict[str, Any]:
+        freeze_text = inspect = None
+        errors: list[str] = []
+        if self.error is not None:
+            errors.append(self.error)
+        else:
+            freeze = _outcome(self.futures[0])
+            if isinstance(freeze, Exception):
+                # As when the freeze came first: a host that cannot run it has no inspection either.
+                errors.append(str(freeze))
             else:
-                errors.append(f"pip freeze failed: {(freeze.stderr or freeze.stdout).strip()[-300:]}")
-            tool = InspectHost()
-            ctx = ToolContext(hosts=session.hosts, artifacts=session.artifacts, call_id="final_state")
-            inspect = tool.run(ctx, tool.parse_args({"host": host_name, "python": python})).model_dump(mode="json")
-        except (HostError, ToolError) as e:  # an unreachable host is a fact of the final state, not a crash
-            errors.append(str(e))
-        session.emit("final_state", host=host_name, python=python, freeze=freeze_text, inspect=inspect,
-                     error="; ".join(errors) or None)
+                if freeze.ok:
+                    freeze_text = freeze.stdout
+                else:
+                    errors.append(f"pip freeze failed: {(freeze.stderr or freeze.stdout).strip()[-300:]}")
+                inspected = _outcome(self.futures[1])
+                if isinstance(inspected, Exception):
+                    errors.append(str(inspected))
+                else:
+                    inspect = inspected
+        return dict(host=self.host_name, python=self.python, freeze=freeze_text, inspect=inspect,
+                    error="; ".join(errors) or None)
 
 
-def run_checks(goal: Goal, session: Session) -> bool:
-    """Run every success check, record each, and say whether all passed (True when there are none)."""
+def _outcome(future: cf.Future) -> Any:
+    """A piece's result, or the host or tool error it ended with (any other exception is a crash: raised)."""
+    exc = future.exception()
+    if exc is None:
+        return future.result()
+    if isinstance(exc, (HostError, ToolError)):
+        return exc
+    raise exc
+
+
+def _freeze(host, python: str, cancel: threading.Event):
+    return host.run(f"{shlex.quote(python)} -m pip freeze --all", timeout=300,
+                    env={"PIP_DISABLE_PIP_VERSION_CHECK": "1"}, cancel=cancel)
+
+
+def _inspect(session: Session, host_name: str, python: str, cancel: threading.Event) -> dict:
+    tool = InspectHost()
+    ctx = ToolContext(hosts=session.hosts, artifacts=session.artifacts, call_id="final_state", cancel=cancel)
+    return tool.run(ctx, tool.parse_args({"host": host_name, "python": python})).model_dump(mode="json")
+
+
+def _check(check: SuccessCheck, goal: Goal, session: Session, cancel: threading.Event) -> CheckResult:
+    try:
+        return _run_one(check, goal, session, cancel)
+    except (HostError, ToolError) as e:
+        return CheckResult(False, f"could not be checked: {e}")
+
+
+def _record(session: Session, states: list[_FinalState], checks: list[tuple[int, cf.Future]], goal: Goal) -> bool:
+    """Write the events in their one order, hosts then checks; whether every check recorded passed."""
+    for st in states:
+        session.emit("final_state", **st.event())
     all_ok = True
-    for i, check in enumerate(goal.success):
+    for i, future in checks:
+        check, result = goal.success[i], future.result()
         kind = next(k for k in ("toolkit", "throughput", "command") if getattr(check, k) is not None)
-        try:
-            result = _run_one(check, goal, session)
-        except (HostError, ToolError) as e:
-            result = CheckResult(False, f"could not be checked: {e}")
         all_ok &= result.ok
         session.emit("check", index=i, kind=kind, spec=getattr(check, kind).model_dump(), ok=result.ok,
                      detail=result.detail)
@@ -68,14 +161,14 @@ def _hosts_for(name: str | None, goal: Goal) -> list[str]:
     return [name] if name else goal.host_names()
 
 
-def _run_one(check: SuccessCheck, goal: Goal, session: Session) -> CheckResult:
+def _run_one(check: SuccessCheck, goal: Goal, session: Session, cancel: threading.Event) -> CheckResult:
     if check.toolkit is not None:
         c = check.toolkit
         details, ok = [], True
         for name in _hosts_for(c.host, goal):
             host = session.hosts.get(name)
             nvcc = c.path.rstrip("/") + "/bin/nvcc"
-            r = host.run(f"{shlex.quote(nvcc)} --version", timeout=60)
+            r = host.run(f"{shlex.quote(nvcc)} --version", timeout=60, cancel=cancel)
             version, build = parse_nvcc(r.stdout) if r.ok else (None, None)
             good = version == c.version
             ok &= good
@@ -102,7 +195,7 @@ def _run_one(check: SuccessCheck, goal: Goal, session: Session) -> CheckResult:
                                   f"({risk.reason})")
     details, ok = [], True
     for name in _hosts_for(c.host, goal):
-        r = session.hosts.get(name).run(c.run, timeout=300)
+        r = session.hosts.get(name).run(c.run, timeout=300, cancel=cancel)
         good = r.exit_code == c.expect_exit and (c.expect_output is None or c.expect_output in r.stdout)
         ok &= good
         details.append(f"{name}: exit {r.exit_code}" + (

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 import os
 import platform
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,12 +46,20 @@ def make_model(name: str | None, base_url: str | None, timeout_s: float = 120.0)
 
 
 def versions() -> dict:
-    import openai
-    import paramiko
-    import pydantic
+    return {"upgrade_agent": agent.__version__, "python": platform.python_version(),
+            **{name: package_version(name) for name in ("openai", "paramiko", "pydantic")}}
 
-    return {"upgrade_agent": agent.__version__, "python": platform.python_version(), "openai": openai.__version__,
-            "paramiko": paramiko.__version__, "pydantic": pydantic.__version__}
+
+def package_version(name: str) -> str:
+    """A package's version: from the module when it is loaded, else from its installed metadata, so that
+    a session without SSH hosts does not load paramiko only to read its version."""
+    module = sys.modules.get(name)
+    if module is None:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:  # not installed as a distribution: ask the module
+            module = importlib.import_module(name)
+    return module.__version__
 
 
 def build_session(

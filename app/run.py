@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import gc
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
-from agent.checks import capture_final_state, run_checks
+from agent.checks import verify_end
 from agent.errors import SessionConfigError, interruption_reason
 from agent.goal import Goal, GoalError, load_goal
 from agent.loop import Outcome, Session
 from agent.preflight import Unreached, reach_hosts
 from agent.record.transcript import new_transcript_path
-from agent.report import check_claims, write_report
+from agent.report import build_report, check_report, write_report
 from agent.session_builder import build_session, goal_budget, goal_message, make_model
 from app.exit_codes import ExitCode
 from app.ui import JsonLines, make_view
@@ -28,6 +31,22 @@ class Verdict:
 
 # The reasons agent.errors.interruption_reason gives a signal, and the exit code each one ends with.
 _SIGNAL_REASONS = (("stopped by SIGTERM", ExitCode.TERMINATED), ("stopped by SIGHUP", ExitCode.HANGUP))
+
+
+def plan_verdict(planned: list[tuple[str, str]]) -> Verdict:
+    """What a real run would have done, from the gate's answers in the dry run: exit 0 when every change would
+    run (or be asked for), 3 when one would be refused, so that `--plan` can check a goal file before it runs."""
+    counts = {w: sum(1 for x, _ in planned if x == w) for w in ("would run", "would ask", "would be refused")}
+    said = ", ".join(f"{n} would {w.removeprefix('would ')}" for w, n in counts.items() if n)
+    refused = [subject for w, subject in planned if w == "would be refused"]
+    if not planned:
+        return Verdict(ExitCode.OK, "dry run", "dry run: the model proposed no change; nothing was changed")
+    if refused:
+        first = refused[0] if len(refused[0]) <= 120 else refused[0][:117] + "..."
+        return Verdict(ExitCode.REFUSED, "dry run", f"dry run: of {len(planned)} changes, {said}; a real run would be "
+                       f"refused at `{first}` (the reasons are in the transcript and above); nothing was changed")
+    return Verdict(ExitCode.OK, "dry run", f"dry run: of {len(planned)} changes, {said}; a real run would be allowed "
+                   "every one; nothing was changed")
 
 
 def judge(outcome: Outcome, session: Session, checks_ok: bool | None) -> Verdict:
@@ -50,9 +69,9 @@ def judge(outcome: Outcome, session: Session, checks_ok: bool | None) -> Verdict
     if outcome.status == "cut_off":
         return Verdict(ExitCode.FAILED, "not met", f"the model's reply was cut off: {outcome.reason}")
     if session.gate.plan:
-        ok = outcome.status == "done"
-        return Verdict(ExitCode.OK if ok else ExitCode.FAILED, "dry run",
-                       "dry run complete: nothing was changed" if ok else outcome.reason)
+        if outcome.status != "done":
+            return Verdict(ExitCode.FAILED, "dry run", outcome.reason)
+        return plan_verdict(session.gate.planned)
     failed = session.failed_calls
     if checks_ok is True:
         also = f" ({failed} step{'s' * (failed != 1)} failed on the way)" if failed else ""
@@ -76,28 +95,52 @@ def judge(outcome: Outcome, session: Session, checks_ok: bool | None) -> Verdict
 
 
 def run_goal(args) -> int:
-    try:
-        goal = load_goal(Path(args.goal))
-    except GoalError as e:
-        raise SessionConfigError(str(e)) from None
-    trust_flagged_keys(goal, args.trust_host_key)
-    model = make_model(args.model or goal.model, args.base_url or goal.base_url, args.model_timeout)
-    path = Path(args.transcript) if args.transcript else new_transcript_path("run")
-    view = JsonLines() if args.json else make_view()
-    built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,
-                          plan=args.plan, budget=goal_budget(goal), transcript=path, listeners=[view],
-                          start_info={"goal": goal.goal, "goal_file": str(args.goal), "command": "run"})
+    # What is left when the run returns is the process's exit, and the interpreter's last collections
+    # would walk every object the SDK's and pydantic's types made (about half a second on a small
+    # machine) only to free memory that the exit frees anyway: frozen, they are not walked.
+    atexit.register(gc.freeze)
+    with start_up_uncollected():
+        try:
+            goal = load_goal(Path(args.goal))
+        except GoalError as e:
+            raise SessionConfigError(str(e)) from None
+        trust_flagged_keys(goal, args.trust_host_key)
+        model = make_model(args.model or goal.model, args.base_url or goal.base_url, args.model_timeout)
+        path = Path(args.transcript) if args.transcript else new_transcript_path("run")
+        view = JsonLines() if args.json else make_view()
+        built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,
+                              plan=args.plan, budget=goal_budget(goal), transcript=path, listeners=[view],
+                              start_info={"goal": goal.goal, "goal_file": str(args.goal), "command": "run"})
     with busy(view):
         code, unreached = execute_goal(goal, built.session)
-    report = write_report(path)
+    report = build_report(path)  # read once, for the report file and the claims check alike
+    report_file = write_report(path, report)
     for problem in unreached:
         print(f"agent: {problem.problem}", file=sys.stderr)
     if not args.json:
         # The model's final answer is its own words: what it says is compared with what was measured.
-        for line in check_claims(path).lines():
+        for line in check_report(report).lines():
             print(line, file=sys.stderr)
-        print(f"transcript: {path}\nreport:     {report}", file=sys.stderr)
+        print(f"transcript: {path}\nreport:     {report_file}", file=sys.stderr)
     return code
+
+
+@contextlib.contextmanager
+def start_up_uncollected() -> Iterator[None]:
+    """Start-up without the cyclic collector, and what it made frozen after it.
+
+    Loading the SDK and building the session make about 170,000 objects (its types, their pydantic
+    schemas) that live as long as the process: the collector walked them again each time it ran while
+    they were made (a quarter of this part of the start-up), and would again in every full collection
+    of the session. Frozen, they are not walked; the few thousand objects of garbage that start-up
+    leaves in cycles stay uncollected, once.
+    """
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 def trust_flagged_keys(goal: Goal, fingerprints: list[str]) -> None:
@@ -136,8 +179,7 @@ def execute_goal(goal: Goal, session: Session) -> tuple[int, list[Unreached]]:
         checks_ok: bool | None = None
         try:
             if outcome.status != "interrupted" and not session.gate.plan:
-                capture_final_state(session)
-                checks_ok = run_checks(goal, session) if goal.success else None
+                checks_ok = verify_end(goal, session)
         except KeyboardInterrupt as e:
             outcome = Outcome("interrupted", f"{interruption_reason(e)} during the final checks")
         verdict = judge(outcome, session, checks_ok)

@@ -86,10 +86,12 @@ def report_path(transcript: Path) -> Path:
     return transcript.with_name(transcript.stem + ".report.md")
 
 
-def write_report(transcript: Path) -> Path:
-    """Write `<transcript stem>.report.md` beside the transcript and return its path."""
+def write_report(transcript: Path, report: Report | None = None) -> Path:
+    """Write `<transcript stem>.report.md` beside the transcript and return its path; `report` is the
+    one already built from that transcript, where the caller has it (reading it again costs as long as
+    the session was)."""
     out = report_path(transcript)
-    text = render_markdown(build_report(Path(transcript)))
+    text = render_markdown(report if report is not None else build_report(Path(transcript)))
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as e:  # a full disk under the report is one line, as under the transcript

@@ -54,3 +54,37 @@ def test_an_interactive_dry_run_says_it_would_ask():
     d = decide(gate, RestoreBackup(), backup_id="sim-1")
     assert d.verdict is Verdict.SKIP and d.reason.startswith("would ask the operator for approval, asked one by one")
     assert gate.planned[-1][0] == "would ask"
+
+
+def test_agent_run_plan_ends_with_what_a_real_run_would_do_and_exit_3_when_a_step_would_be_refused(tmp_path):
+    """A real `agent run --plan` on the local host, the model through the real openai SDK on loopback."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fake_openai import FakeOpenAI, Reply
+
+    root = Path(__file__).resolve().parents[2]
+    goal = tmp_path / "goal.yaml"
+    goal.write_text("goal: try a wheel\nhosts: [local]\nbudget: {turns: 4}\nauthorizations:\n"
+                    f"  - {{host: local, tool: pip_install, args: {{packages: [\"six==1.17.0\"], index_url: \"{CU130}\"}}}}\n")
+    replies = [Reply(calls=[("pip_freeze_backup", {"host": "local"}),
+                            ("pip_install", {"host": "local", "packages": ["six==1.17.0"], "index_url": CU130})]),
+               Reply(calls=[("pip_install", {"host": "local", "packages": ["six==1.16.0"], "index_url": CU130})]),
+               Reply(text="That is the plan.")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_"))}
+    with FakeOpenAI(replies) as srv:
+        env.update(PYTHONPATH=str(root), HOME=str(tmp_path), OPENAI_API_KEY="x", OPENAI_BASE_URL=srv.base_url)
+        r = subprocess.run([sys.executable, "-m", "app.cli", "run", str(goal), "--plan", "--transcript",
+                            str(tmp_path / "t.jsonl")], capture_output=True, text=True, env=env, cwd=root, timeout=120)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "of 3 changes, 2 would run, 1 would be refused" in r.stdout
+    assert "refused at `pip_install python=(default) index=file:///srv/pypi/simple-cu130 six==1.16.0`" in r.stdout
+    events = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    reasons = [e["reason"] for e in events if e["type"] == "decision" and e["rule"] == "plan"]
+    assert reasons[0].startswith("would run: a backup") and reasons[1].startswith("would run: authorized by")
+    assert reasons[2].startswith("would be refused:")
+    end = next(e for e in events if e["type"] == "goal_result")
+    assert end["verdict"] == "dry run" and end["exit_code"] == 3
