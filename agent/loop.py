@@ -26,10 +26,11 @@ from typing import Any, Callable, Iterator
 from agent.batch import BatchRunner, CallResult, LiveToolRunner, PreparedCall, ToolRunner
 from agent.budget import Budget
 from agent.errors import interruption_reason
+from agent.journal import args_digest, is_change
 from agent.model import AssistantTurn, Model, ModelError, ToolCall
 from agent.record.transcript import TranscriptWriter
 from agent.safety.policy import Decision, SafetyPolicy, Verdict
-from tools.base import ArgumentError, ArtifactStore, BackupRecord, Registry, ToolError
+from tools.base import ArgumentError, ArtifactStore, BackupRecord, Registry, RiskClass, ToolContext, ToolError
 
 MAX_MALFORMED_TURNS = 3
 # Replies in a row the server may cut off at its token limit before the request ends as cut off.
@@ -71,6 +72,8 @@ class Session:
         runner: ToolRunner | None = None,
         listeners: list[Listener] | None = None,
         start_info: dict | None = None,
+        context_tokens: int | None = None,
+        compaction: bool = True,
     ):
         self.model = model
         self.registry = registry
@@ -78,11 +81,18 @@ class Session:
         self.transcript = transcript
         self.hosts = hosts
         self.budget = budget or Budget()
-        self.runner = runner or LiveToolRunner()
+        self.runner = _Journaled(runner or LiveToolRunner(), self)
         self.listeners = list(listeners or [])
         self.messages: list[dict] = []
         # A running hash of the message list: the request digest without re-serialising it every turn.
         self._messages_hash = hashlib.sha256()
+        # Each message's size as recorded and the turn it came in, for the context estimate (agent/compaction.py).
+        self._sizes: list[int] = []
+        self._message_turns: list[int] = []
+        self.context_tokens = context_tokens  # None: the model's own or a default (compaction.context_limit)
+        self._compaction = compaction  # False (replay): only the compactions of the record are applied
+        self._recorded_compactions: list[dict] = []
+        self.compactions = 0
         if system_prompt:
             self._add_message({"role": "system", "content": system_prompt})
         self.artifacts = ArtifactStore(transcript.artifacts_dir)
@@ -102,6 +112,10 @@ class Session:
         self._turns_at_send = 0
         self._schemas = registry.schemas()
         self._ended = False
+        # Changes of an interrupted part whose outcome is unknown (resume): (tool, host, args digest) -> call id.
+        # Sent again before the model has looked at that host, such a change is sent back: check first.
+        self.unknown_outcomes: dict[tuple[str, str | None, str], str] = {}
+        self._looked_at: set[str] = set()  # hosts a read-only call of the model ran on since the resume
         self.ending = Outcome("done", "")  # how close() ends the session by default: the last request's outcome
         tool_base = dict(hosts=hosts, artifacts=self.artifacts, store=self.store, redact=transcript.redactor.text,
                          known_backup=gate.ledger.find)
@@ -110,7 +124,11 @@ class Session:
         # entered closing() is still answered by a closed transcript (close_open_sessions).
         _OPEN.add(self)
         # Everything replay needs to rebuild this session is in its first event.
-        self.emit("session_start", **(start_info or {}), model=getattr(model, "name", "?"),
+        info = dict(start_info or {})
+        roots = _sim_roots(hosts)
+        if roots and "sim_roots" not in info:
+            info["sim_roots"] = roots  # where each simulated host lives: a resume goes on on the same machine
+        self.emit("session_start", **info, model=getattr(model, "name", "?"),
                   hosts=sorted(gate.scope), system_prompt=system_prompt, budget=self.budget.as_record(),
                   policy=gate.as_record(), tools=self._schemas)
 
@@ -132,7 +150,20 @@ class Session:
         self.messages.append(message)
         # Hashed as the transcript stores it (redacted), so a replay computes the same digest.
         redacted = self.transcript.redactor.value(message)
-        self._messages_hash.update(json.dumps(redacted, sort_keys=True, default=str).encode())
+        encoded = json.dumps(redacted, sort_keys=True, default=str).encode()
+        self._messages_hash.update(encoded)
+        self._sizes.append(len(encoded))
+        self._message_turns.append(getattr(self, "turns", 0))
+
+    def _set_messages(self, messages: list[dict]) -> None:
+        """Replace the whole message list (a compaction), its digest and sizes computed again."""
+        turns = dict(zip(map(id, self.messages), self._message_turns))
+        self.messages, self._sizes, self._message_turns = [], [], []
+        self._messages_hash = hashlib.sha256()
+        kept_turns = [turns.get(id(m), self.turns) for m in messages]
+        for message in messages:
+            self._add_message(message)
+        self._message_turns = kept_turns
 
     # ------------------------------------------------------------------ driving
 
@@ -142,6 +173,7 @@ class Session:
         KeyboardInterrupt propagates after the running batch is cancelled and recorded; the
         caller decides whether that ends the session (run) or returns to the prompt (chat).
         """
+        self._maybe_compact()
         self._add_message({"role": "user", "content": text})
         self.emit("note", kind="user", text=text)
         self._turns_at_send = self.turns  # the turn budget is per request; tokens and time are per session
@@ -155,7 +187,14 @@ class Session:
                 return outcome
 
     def step(self) -> Outcome | None:
-        """One model turn and its batch. Returns an Outcome when the conversation stops."""
+        """One model turn and its batch. Returns an Outcome when the conversation stops; before the
+        next turn, the older turns are folded into a summary if the conversation nears the context."""
+        outcome = self._step()
+        if outcome is None:
+            self._maybe_compact()
+        return outcome
+
+    def _step(self) -> Outcome | None:
         self.turns += 1
         turn_no = self.turns
         self.emit("model_request", turn=turn_no, messages=len(self.messages),
@@ -251,12 +290,26 @@ class Session:
                 if refusal is not None:
                     return self._refused_before_validation(p, base, refusal)
             return self._malformed(p, base)
-        self.emit("tool_call", **base, arguments=p.args.model_dump(mode="json"))
-        p.decision = self.gate.decide(call.name, p.action)
+        arguments = p.args.model_dump(mode="json")
+        self.emit("tool_call", **base, arguments=arguments)
+        p.decision = self._check_first(call.name, arguments, self.gate.decide(call.name, p.action))
         self.emit("decision", **base, **p.decision.as_event())
-        if not p.decision.allowed and p.decision.verdict is Verdict.DENY:
-            self.refused.append(p.decision)
+        if not p.decision.allowed and p.decision.verdict is Verdict.DENY and p.decision.rule != "outcome-unknown":
+            self.refused.append(p.decision)  # "check first" is no refusal of the goal's step: it may be sent again
         return p
+
+    def _check_first(self, tool: str, arguments: dict, decision: Decision) -> Decision:
+        """A change of the interrupted part whose outcome is unknown, sent again before the model has looked
+        at its host since the resume, is sent back: it may have been applied already."""
+        if not self.unknown_outcomes or not is_change(decision) or decision.host in self._looked_at:
+            return decision
+        call_id = self.unknown_outcomes.get((tool, decision.host, args_digest(tool, arguments)))
+        if call_id is None:
+            return decision
+        return Decision(Verdict.DENY, decision.risk, "outcome-unknown",
+                        f"this same change ({call_id}) was running when the session was stopped and its outcome is "
+                        f"unknown: check the state of {decision.host} with a read-only call first, then send it "
+                        f"again if it is still needed", host=decision.host, subject=decision.subject)
 
     def _malformed(self, p: PreparedCall, base: dict) -> PreparedCall:
         self.emit("tool_call", **base, arguments=p.call.arguments, error=p.error)
@@ -289,12 +342,97 @@ class Session:
             self.emit("tool_result", turn=turn_no, index=p.index, call_id=p.call.id, tool=p.call.name,
                       status=r.status, ok=r.ok, content=r.content, data=r.data, error=r.error,
                       duration_s=round(r.duration_s, 4), started=r.started, ended=r.ended)
+            if r.ok and p.decision is not None and p.decision.allowed and p.decision.host:
+                if p.decision.risk.cls is RiskClass.READ_ONLY:
+                    self._looked_at.add(p.decision.host)
+                elif self.unknown_outcomes:  # the change sent again has run: its outcome is known now
+                    key = (p.call.name, p.decision.host, args_digest(p.call.name, p.args.model_dump(mode="json")))
+                    self.unknown_outcomes.pop(key, None)
             backup = (r.data or {}).get("backup") if r.ok else None
             if backup:
                 record = BackupRecord.model_validate(backup)
                 if record.verified:
                     self.gate.ledger.register(record)
                     self.emit("backup", call_id=p.call.id, **record.model_dump(mode="json"))
+
+    # ------------------------------------------------------------------ compaction
+
+    def prompt_tokens_estimate(self) -> int:
+        """The next request's prompt, estimated from the recorded size of every message and the tools."""
+        from agent.compaction import message_tokens  # lazy: only a long session needs it
+
+        if not hasattr(self, "_tools_tokens"):
+            self._tools_tokens = message_tokens(len(json.dumps(self._schemas, sort_keys=True)))
+        return self._tools_tokens + sum(message_tokens(size) for size in self._sizes)
+
+    def compaction_recorded(self, event: dict) -> None:
+        """A compaction of the record (replay): applied where the live session applied it."""
+        self._recorded_compactions.append(event)
+
+    def _maybe_compact(self) -> None:
+        if self._recorded_compactions:
+            ev = self._recorded_compactions.pop(0)
+            self.tokens += ev.get("tokens", 0)
+            self._fold(ev["folded"][1], ev["summary"], ev.get("method", "built"), ev.get("limit", 0),
+                       ev.get("note", ""), tokens=ev.get("tokens", 0))
+            return
+        if not self._compaction:
+            return
+        from agent import compaction  # lazy: most sessions never get near their context
+
+        limit, source = compaction.context_limit(self.model, self.context_tokens)
+        if self.prompt_tokens_estimate() <= limit * compaction.TRIGGER:
+            return
+        cut = compaction.cut_point(self.messages, self._sizes, limit)
+        head = self._first_user_index()
+        if cut is None or head is None or cut <= head + 1:
+            return
+        _, previous = compaction.split_summary(_content(self.messages[head]))
+        facts = {"backups": [b.model_dump(mode="json") for b in self.gate.ledger.all()],
+                 "refused": [{"subject": d.subject, "rule": d.rule, "reason": d.reason} for d in self.refused]}
+        summary = compaction.summarize(self.model, previous, self.messages[head + 1:cut], facts, limit)
+        tokens = summary.usage.total_tokens if summary.usage is not None else 0
+        self.tokens += tokens
+        self._fold(cut, summary.text, summary.method, limit, summary.note, source, tokens)
+
+    def _fold(self, cut: int, summary: str, method: str, limit: int, note: str = "", source: str = "",
+              tokens: int = 0) -> None:
+        from agent import compaction  # lazy: as above
+
+        head = self._first_user_index()
+        if head is None or not head + 1 < cut <= len(self.messages):
+            return  # nothing to fold there (a replay whose record differs: its next digest says so)
+        original, _ = compaction.split_summary(_content(self.messages[head]))
+        turns = (self._message_turns[head + 1], self._message_turns[cut - 1])
+        first = {"role": "user", "content": compaction.with_summary(original, summary, turns, method)}
+        before = self.prompt_tokens_estimate()
+        kept = self.messages[:head] + [first] + self.messages[cut:]
+        self.emit("compaction", turn=self.turns, folded=[head + 1, cut], turns=list(turns),
+                  messages_before=len(self.messages), messages_after=len(kept), tokens_before=before, limit=limit,
+                  **({"limit_source": source} if source else {}), method=method, **({"note": note} if note else {}),
+                  tokens=tokens, summary=summary)
+        self._set_messages(kept)
+        self.compactions += 1
+
+    def _first_user_index(self) -> int | None:
+        return next((i for i, m in enumerate(self.messages) if m.get("role") == "user"), None)
+
+    # ------------------------------------------------------------------ resuming
+
+    def resume_from(self, state: dict) -> None:
+        """Go on from an earlier part of this conversation (agent resume): its messages after the system
+        prompt, its backups that were checked again on their hosts, its changes whose outcome is unknown,
+        and the benchmark labels its tools kept. Recorded as one `resumed` event, from which a replay of
+        this transcript restores the same state without reading the earlier file."""
+        self.emit("resumed", **state)
+        for message in state.get("messages", []):
+            self._add_message(message)
+        for backup in state.get("backups", []):
+            self.gate.ledger.register(BackupRecord.model_validate(backup))
+        for change in state.get("unknown", []):
+            self.unknown_outcomes[(change["tool"], change["host"], change["args_digest"])] = change["call_id"]
+        for key, value in (state.get("store") or {}).items():
+            self.store[key] = value
 
     # ------------------------------------------------------------------ closing
 
@@ -340,6 +478,40 @@ class Session:
                 if not self.transcript.closed:
                     self.emit("session_end", **end)
                 raise
+
+
+class _Journaled:
+    """The session's runner, with every change's intent written just before its tool runs (agent/journal.py)."""
+
+    def __init__(self, inner: ToolRunner, session: "Session"):
+        self.inner = inner
+        self.session = session
+
+    def run(self, prepared: PreparedCall, ctx: ToolContext) -> CallResult:
+        if is_change(prepared.decision) and prepared.args is not None:
+            arguments = prepared.args.model_dump(mode="json")
+            self.session.emit("intent", turn=self.session.turns, index=prepared.index, call_id=prepared.call.id,
+                              tool=prepared.call.name, host=prepared.decision.host,
+                              risk=prepared.decision.risk.cls.value, subject=prepared.decision.subject,
+                              args_digest=args_digest(prepared.call.name, arguments))
+        return self.inner.run(prepared, ctx)
+
+
+def _content(message: dict) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def _sim_roots(hosts: Any) -> dict[str, str]:
+    """The root of each simulated host of a pool, by name."""
+    out: dict[str, str] = {}
+    if not hasattr(hosts, "spec"):
+        return out
+    for name in hosts.names:
+        spec = hosts.spec(name)
+        if spec is not None and getattr(spec, "sim_root", None):
+            out[name] = str(spec.sim_root)
+    return out
 
 
 # A host named in arguments that do not parse: enough to judge the scope of a call cut short.

@@ -57,15 +57,22 @@ def cmd_show(args) -> int:
         return ExitCode.OK
     if args.verify:
         report = verify(path)
+        link, link_problem = _link_of(path)
+        ok = report.ok and link_problem is None
         if args.json:
-            print(json.dumps({"ok": report.ok, "events": report.events, "status": report.status,
-                              "problems": report.problems}))
+            out = {"ok": ok, "events": report.events, "status": report.status, "problems": report.problems}
+            if link is not None:
+                out["resumes"] = {"path": str(link), "ok": link_problem is None, "problem": link_problem}
+            print(json.dumps(out))
         else:
             print(f"{path}: {report.events} events, status {report.status or '-'}: "
                   + ("chain intact" if report.ok else "PROBLEMS"))
             for p in report.problems:
                 print(f"  {p}")
-        return ExitCode.OK if report.ok else ExitCode.FAILED
+            if link is not None:
+                print(f"  links to {link} (the part it resumes): " + ("intact" if link_problem is None
+                                                                      else f"PROBLEM: {link_problem}"))
+        return ExitCode.OK if ok else ExitCode.FAILED
     try:
         if args.json:
             for s in steps(path):
@@ -80,6 +87,18 @@ def cmd_show(args) -> int:
     except TranscriptError as e:
         return _fail(str(e), ExitCode.FAILED)
     return ExitCode.OK
+
+
+def _link_of(path: Path):
+    """The earlier part a resumed transcript links to, and the problem with the link (None: it holds)."""
+    from agent.record.transcript import linked_part  # lazy: per command
+
+    try:
+        with open(path, "rb") as f:
+            start = json.loads(f.readline())
+    except (OSError, ValueError):
+        return None, None
+    return linked_part(path, start) if isinstance(start, dict) else (None, None)
 
 
 def cmd_replay(args) -> int:
@@ -108,16 +127,39 @@ def cmd_replay(args) -> int:
     return ExitCode.FAILED if failed else ExitCode.OK
 
 
+def _context_tokens(args) -> None:
+    """`--context-tokens N`: the context every session of this process keeps within (agent/compaction.py)."""
+    if getattr(args, "context_tokens", None) is not None:
+        from agent import compaction  # lazy: per command
+
+        compaction.configure(args.context_tokens)
+
+
 def cmd_run(args) -> int:
     from app.run import run_goal  # lazy: each command imports only what it uses (agent --help stays fast)
 
+    _context_tokens(args)
     return run_goal(args)
 
 
 def cmd_chat(args) -> int:
     from app.chat import run_chat  # lazy: per command
 
+    _context_tokens(args)
     return run_chat(args)
+
+
+def cmd_resume(args) -> int:
+    from app.resume import resume  # lazy: per command
+
+    _context_tokens(args)
+    return resume(args)
+
+
+def cmd_sessions(args) -> int:
+    from app.sessions import list_sessions  # lazy: per command
+
+    return list_sessions(args)
 
 
 def cmd_classify(args) -> int:
@@ -181,7 +223,25 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model endpoint (any OpenAI-compatible server)")
     g.add_argument("--model", help="model name (default: the goal file's, else $UPGRADE_AGENT_MODEL, else gpt-4.1)")
     g.add_argument("--base-url", help="server URL, e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL)")
-    g.add_argument("--model-timeout", type=float, default=120.0, help="seconds per model request (default 120)")
+    g.add_argument("--model-timeout", type=float, default=None,
+                   help="seconds per model request (default: the settings file's model_timeout, else 120)")
+
+
+def _positive_tokens(text: str) -> int:
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tokens (e.g. 32000)") from None
+    if value < 2_000:
+        raise argparse.ArgumentTypeError(f"{value} tokens is too small a context to work in: give at least 2000")
+    return value
+
+
+def _add_context_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--context-tokens", type=_positive_tokens, metavar="N",
+                   help="the model's context in tokens: older turns are folded into a summary before a request "
+                        "nears it (default: what the server says, else 128000 for gpt-4o/gpt-4.1-class models, "
+                        "else 32000)")
 
 
 def _add_host_flags(p: argparse.ArgumentParser) -> None:
@@ -236,6 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_PrintVersion, help="print the version and exit")
+    parser.add_argument("--config", metavar="PATH",
+                        help="the settings file (default: $UPGRADE_AGENT_CONFIG, else ~/.config/upgrade-agent/config.toml;"
+                             " see `app/config.py` for what it takes: model, base_url, model_timeout, context_tokens, "
+                             "hosts, price); every setting there is overridden by its flag")
     sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
 
     p = sub.add_parser("run", help="run a goal file, asking nothing; ends with a report and an exit code",
@@ -250,7 +314,42 @@ def build_parser() -> argparse.ArgumentParser:
                    help="trust an unknown SSH host key with this SHA256:... fingerprint (check it with the host's "
                         "owner first; or write trust_host_key: under the host in the goal file); repeatable")
     _add_model_flags(p)
+    _add_context_flag(p)
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("resume", help="go on with a run that was stopped (Ctrl-C, a signal, a crash, a kill)",
+                       description=_para("Go on with the scripted run recorded in TRANSCRIPT. The hosts are reached "
+                                         "and inspected again first, its backups are read back on their hosts, and "
+                                         "the goal file must still say what it said. A change that was running when "
+                                         "the run stopped is never run again blindly: the model is told its outcome "
+                                         "is unknown and must look first. The run goes on in a new transcript that "
+                                         "links to the old one by the hash of its last line."),
+                       epilog="examples:\n"
+                              "  agent sessions                             the stopped runs, each with its resume "
+                              "command\n"
+                              "  agent resume ~/.local/share/upgrade-agent/transcripts/run-20260101-120000.jsonl\n\n"
+                              + EXIT_CODES_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("transcript", help="the stopped run's transcript (JSONL)")
+    p.add_argument("--transcript", dest="transcript_out", metavar="PATH",
+                   help="where to write the resumed part's transcript (default: a new file in the data dir)")
+    p.add_argument("--json", action="store_true", help="print one JSON event per line instead of progress")
+    p.add_argument("--trust-host-key", action="append", default=[], metavar="FINGERPRINT",
+                   help="trust an unknown SSH host key with this SHA256:... fingerprint; repeatable")
+    _add_model_flags(p)
+    _add_context_flag(p)
+    p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("sessions", help="recent sessions: finished, interrupted or failed, and how to resume",
+                       description=_para("List the recent sessions of the transcript directory (newest first): their "
+                                         "status, hosts, goal and start, and for each interrupted run the command "
+                                         "that resumes it."),
+                       epilog="exit codes: 0 listed (also when there are none); 2 usage error",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="one JSON array of sessions")
+    p.add_argument("--limit", type=int, default=20, metavar="N", help="at most N sessions (default 20)")
+    p.add_argument("--dir", help="the transcript directory (default: where run, chat and demo write them)")
+    p.set_defaults(func=cmd_sessions)
 
     p = sub.add_parser("chat", help="interactive session; you approve risky steps in the terminal",
                        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -259,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plain", action="store_true", help="plain lines instead of the rich terminal view")
     p.add_argument("--transcript", help="where to write the transcript")
     _add_model_flags(p)
+    _add_context_flag(p)
     p.set_defaults(func=cmd_chat)
 
     p = sub.add_parser("replay", help="re-drive recorded sessions; exit 1 with a diff at the first difference",
@@ -417,9 +517,11 @@ def _on_termination(signum: int, frame) -> None:
     if _SIGNALLED:
         _SIGNALLED.append(signum)
         return
-    if _importing(frame):
+    if _importing(frame) or _in_pydantic(frame):
         # An exception raised inside an import can leave an extension module half-initialised
-        # (pydantic_core panics instead of stopping): the same signal again once the import is over.
+        # (pydantic_core panics instead of stopping), and one raised while pydantic builds a schema
+        # lazily (the SDK's types, on first use) turns into a SchemaError or a model error that is not
+        # an interrupt at all: the same signal again 20 ms later, once that is over.
         again = threading.Timer(0.02, os.kill, (os.getpid(), signum))
         again.daemon = True
         again.start()
@@ -431,6 +533,18 @@ def _on_termination(signum: int, frame) -> None:
 def _importing(frame) -> bool:
     while frame is not None:
         if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+# Where pydantic's code lives: a frame from there is in the middle of building or validating a schema.
+_PYDANTIC_DIRS = tuple(f"{os.sep}{name}{os.sep}" for name in ("pydantic", "pydantic_core"))
+
+
+def _in_pydantic(frame) -> bool:
+    while frame is not None:
+        if any(d in frame.f_code.co_filename for d in _PYDANTIC_DIRS):
             return True
         frame = frame.f_back
     return False
@@ -468,6 +582,9 @@ def _main(argv: list[str] | None) -> int:
         parser.print_help()
         return ExitCode.USAGE
     try:
+        from app.config import apply_config, load_config  # lazy: tomllib only when a command runs
+
+        apply_config(args, load_config(args.config))
         return args.func(args)
     except SessionConfigError as e:  # configuration that cannot work: one line, exit 2
         return _fail(str(e))

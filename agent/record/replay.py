@@ -22,14 +22,17 @@ from agent.loop import Outcome, Session
 from agent.model import AssistantTurn, ModelError, ToolCall, Usage
 from agent.record.transcript import TranscriptWriter, iter_events, verify
 from agent.safety.ledger import BackupLedger
-from agent.safety.policy import ApprovalAnswer, ApprovalRequest, Authorization, SafetyPolicy
+from agent.safety.policy import ApprovalAnswer, ApprovalRequest, Authorization, Declined, SafetyPolicy
 from tools.base import Registry, ToolContext
 
 # What must match between the record and the replay, per event type.
 _COMPARED = {
     "tool_call": ("tool", "arguments", "error"),
     "decision": ("verdict", "rule", "risk", "host", "subject", "backup_id", "approved_by"),
+    "intent": ("tool", "host", "args_digest"),  # compared where the record has them (older ones have none)
 }
+# Events that change the session's state outside a model turn: applied when the cursor passes them.
+_STATE_EVENTS = ("resumed", "compaction")
 
 
 class Divergence(Exception):
@@ -64,7 +67,8 @@ class _Cursor:
             ev = next(self._events, None)
         if ev is not None and ev.get("type") == "session_end":
             self.end = ev
-        if ev is not None and ev.get("type") == "note" and ev.get("kind") in ("host_added", "plan"):
+        if ev is not None and (ev.get("type") in _STATE_EVENTS or (
+                ev.get("type") == "note" and ev.get("kind") in ("host_added", "plan"))):
             self._on_operator_note(ev)
         return ev
 
@@ -127,6 +131,8 @@ def turn_from_event(ev: dict, rewrite: Callable[[str], str] = lambda text: text)
 
 
 class ReplayModel:
+    writes_summaries = False  # a compaction's summary comes from the record, never from this model
+
     def __init__(self, cursor: _Cursor, name: str):
         self.name = name
         self.cursor = cursor
@@ -147,12 +153,22 @@ class ReplayModel:
         return turn_from_event(ev)
 
 
+# What a caller may answer instead of the record for a call: (turn, call, its recorded result) -> a result or None.
+ResultFor = Callable[[int, PreparedCall, "dict | None"], "CallResult | None"]
+
+
 class ReplayRunner:
-    def __init__(self, cursor: _Cursor):
+    def __init__(self, cursor: _Cursor, result_for: ResultFor | None = None, turn: Callable[[], int] = lambda: 0):
         self.cursor = cursor
+        # What a caller says instead of the record for some calls (resume: a change whose outcome is unknown).
+        self.result_for = result_for or (lambda turn, prepared, recorded: None)
+        self.turn = turn
 
     def run(self, prepared: PreparedCall, ctx: ToolContext) -> CallResult:
         ev = self.cursor.recorded("tool_result", prepared.index)
+        instead = self.result_for(self.turn(), prepared, ev)
+        if instead is not None:
+            return instead
         if ev is None:
             return CallResult(content="error: the record has no result for this call", ok=False,
                               error="missing from record", status="error")
@@ -171,6 +187,8 @@ class ReplayApprover:
         for ev in self.cursor.approvals():
             if ev["seq"] not in self._used:
                 self._used.add(ev["seq"])
+                if ev.get("reason"):  # a no with the operator's words: the model read them with the refusal
+                    return Declined(ev["reason"], ApprovalAnswer(ev["answer"]))
                 return ApprovalAnswer(ev["answer"])
         return ApprovalAnswer.NO
 
@@ -192,6 +210,8 @@ class _Comparator:
             return
         step = f"turn {event['turn']}, call {event['index'] + 1} ({event.get('tool')})"
         rec = self.cursor.recorded(t, event["index"])
+        if rec is None and t == "intent":
+            return  # recorded before the journal existed
         if rec is None:
             self.model.divergence = Divergence(step, f"{t}: not in the record", None, _pick(event, t))
             return
@@ -202,7 +222,8 @@ class _Comparator:
             if rec.get(key) != now:
                 self.model.divergence = Divergence(step, f"{t} {key}", rec.get(key), event.get(key))
                 return
-        self.compared += 1
+        if t != "intent":
+            self.compared += 1
 
 
     def _as_recorded(self, tool: str | None, recorded, now):
@@ -245,10 +266,21 @@ def replay(path: Path, registry: Registry, verify_chain: bool = True) -> ReplayR
     start = next(events, None)
     if start is None or start.get("type") != "session_start":
         return ReplayReport(False, 0, 0, f"{path}: does not start with a session_start event", None, None)
+    return drive(start, events, registry)[0]
+
+
+def drive(start: dict, events: Iterator[dict], registry: Registry, result_for: ResultFor | None = None
+          ) -> tuple[ReplayReport, Session]:
+    """Re-drive the session whose first event is `start` through the events that follow it: the report,
+    and the session as it stands at the end of the record (its messages, its ledger)."""
     policy_cfg = start.get("policy", {})
 
     def operator_note(ev: dict) -> None:
-        if ev["kind"] == "host_added":
+        if ev["type"] == "resumed":
+            session.resume_from({k: v for k, v in ev.items() if k not in ("v", "seq", "t", "type", "prev")})
+        elif ev["type"] == "compaction":
+            session.compaction_recorded(ev)
+        elif ev["kind"] == "host_added":
             policy.scope.add(ev["host"])
         elif ev["kind"] == "plan":
             policy.plan = bool(ev["plan"])
@@ -267,8 +299,10 @@ def replay(path: Path, registry: Registry, verify_chain: bool = True) -> ReplayR
     budget = Budget.from_record({**b, "max_wall_s": None})
     comparator = _Comparator(cursor, model, start, registry)
     session = Session(model=model, registry=registry, gate=policy, transcript=TranscriptWriter(None),
-                      system_prompt=start.get("system_prompt", ""), budget=budget, runner=ReplayRunner(cursor),
-                      listeners=[comparator], start_info={})
+                      system_prompt=start.get("system_prompt", ""), budget=budget,
+                      runner=ReplayRunner(cursor, result_for, turn=lambda: model._turn), listeners=[comparator],
+                      start_info={},
+                      compaction=False)
     recorded_digests = _DigestCheck(cursor, model)
     session.listeners.append(recorded_digests)
     status = None
@@ -293,10 +327,10 @@ def replay(path: Path, registry: Registry, verify_chain: bool = True) -> ReplayR
     recorded_status = cursor.end.get("status") if cursor.end else None
     if model.divergence is not None:
         return ReplayReport(False, session.turns, comparator.compared, model.divergence.render(),
-                            recorded_status, status)
+                            recorded_status, status), session
     return ReplayReport(True, session.turns, comparator.compared,
                         f"identical: {session.turns} turns, {comparator.compared} calls and decisions compared",
-                        recorded_status, status)
+                        recorded_status, status), session
 
 
 class _DigestCheck:

@@ -316,3 +316,76 @@ def new_transcript_path(prefix: str = "session") -> Path:
         n += 1
         path = d / f"{prefix}-{stamp}-{n}.jsonl"
     return path
+
+
+# --------------------------------------------------------------------------- parts of one session
+
+
+@dataclass
+class Part:
+    """One transcript file as read back for `agent resume`: its events, and where its chain ends."""
+
+    path: Path
+    events: list[dict]
+    last_hash: str  # the hash of its last whole line: what a resumed part links to
+    last_seq: int
+    cut_line: bool  # a partial last line (the process died while writing it) was left out
+
+    @property
+    def end(self) -> dict | None:
+        return self.events[-1] if self.events and self.events[-1].get("type") == "session_end" else None
+
+    def link(self) -> dict:
+        """What the resumed part's session_start keeps of this one (`resumes`)."""
+        return {"path": str(self.path.absolute()), "last_hash": self.last_hash, "seq": self.last_seq}
+
+
+def read_part(path: Path) -> Part:
+    """A transcript's whole lines; a last line without its newline that does not parse (what a process
+    killed while writing leaves) is left out. Any other line that does not parse is a TranscriptError."""
+    events: list[dict] = []
+    last_hash, cut = "", False
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if n == len(lines):  # the last piece, with no newline after it
+                cut = True
+                break
+            raise TranscriptError(f"{path}:{n}: not a JSON line ({e.msg})") from None
+        last_hash = line_hash(line)
+    return Part(Path(path), events, last_hash, events[-1].get("seq", -1) if events else -1, cut)
+
+
+def linked_part(path: Path, start: dict) -> tuple[Path | None, str | None]:
+    """The earlier part a resumed transcript links to, and the problem with the link (None: it holds).
+
+    The earlier file is looked for where it was, then beside this one (the two moved together)."""
+    link = start.get("resumes")
+    if not isinstance(link, dict):
+        return None, None
+    recorded = Path(str(link.get("path", "")))
+    for candidate in (recorded, Path(path).parent / recorded.name):
+        if candidate.is_file():
+            break
+    else:
+        return recorded, f"the earlier part {recorded} is not there (nor beside this transcript)"
+    try:
+        part = read_part(candidate)
+    except (OSError, TranscriptError) as e:
+        return candidate, f"the earlier part {candidate} cannot be read: {e}"
+    at = next((ev for ev in part.events if ev.get("seq") == link.get("seq")), None)
+    if at is None or part.last_seq != link.get("seq"):
+        return candidate, (f"the earlier part {candidate} ends at seq {part.last_seq}, the link names seq "
+                           f"{link.get('seq')}: it was changed after this part began")
+    if part.last_hash != link.get("last_hash"):
+        return candidate, f"the earlier part {candidate} was changed after this part began: its last line's hash differs"
+    # Its own chain must hold too (a killed part has no session_end: that is how it stopped, not damage).
+    damage = [p for p in verify(candidate).problems if not p.startswith("no session_end")]
+    if damage:
+        return candidate, f"the earlier part {candidate} was changed after this part began: {damage[0]}"
+    return candidate, None

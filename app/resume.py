@@ -1,0 +1,291 @@
+"""`agent resume TRANSCRIPT.jsonl`: go on with a scripted run that was stopped.
+
+What a resume does, in order:
+
+1. Reads the stopped part back (a last line cut short by a kill is left out) and re-drives it
+   through the loop and the gate as a replay does: that gives the message list the model had,
+   the backups of the ledger and the benchmark labels. A change whose outcome is unknown (its
+   intent has no result, or it was stopped while it ran: agent/journal.py) is answered in those
+   messages by a tool message that says "outcome unknown: check first".
+2. Reads the goal file again (its path is in the session_start): gone, or saying something else
+   than it did (goal, hosts, authorizations, checks), the resume stops with one line, exit 2.
+3. Reaches every host (agent/preflight.py) and inspects each one again, since its state may have
+   changed; checks every backup against its host (the hashes taken when it was written): a backup
+   that is gone or changed is left out of the ledger, and the model is told so.
+4. Goes on in a new transcript whose session_start links to the stopped one (`resumes`: its path,
+   the hash of its last line, its last seq). A new file rather than lines appended to the old one:
+   the old one is closed (its session_end says how it stopped), or ends where a killed process left
+   it; either way it stays exactly as it was, a record that verifies on its own, and the link's hash
+   ties the two. The new file holds in its `resumed` event everything it took from the old one, so
+   `agent replay` re-drives only its own turns and needs no other file.
+5. Ends as `agent run` does: checks, verdict, exit code, report.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from agent.errors import SessionConfigError, interruption_reason
+from agent.goal import Goal, GoalError, load_goal
+from agent.journal import OUTCOME_UNKNOWN, Intent, unknown_outcomes
+from agent.loop import Outcome, Session
+from agent.record.transcript import Part, TranscriptError, new_transcript_path, read_part
+
+# How a stopped part may have ended for a resume to go on with it (no end at all: the process was killed).
+RESUMABLE = ("interrupted", "crashed", "model_error", "budget")
+INSPECTION_CHARS = 1_500  # of each host's inspection, in the message that tells the model where things stand
+
+
+def resume(args) -> int:
+    """Resume the run recorded in args.transcript; the exit code."""
+    path = Path(args.transcript)
+    if not path.is_file():
+        raise SessionConfigError(f"no transcript at {path}: give the .jsonl file `agent run` printed at its end "
+                                 "(`agent sessions` lists them)")
+    try:
+        part = read_part(path)
+    except TranscriptError as e:
+        raise SessionConfigError(f"cannot resume {path}: {e}") from None
+    start = part.events[0] if part.events else {}
+    if start.get("type") != "session_start":
+        raise SessionConfigError(f"cannot resume {path}: it does not start with a session_start event")
+    end = part.end
+    if end is not None and end.get("status") not in RESUMABLE:
+        raise SessionConfigError(f"nothing to resume: {path} ended {end.get('status')} ({end.get('reason') or '-'}); "
+                                 "start a new run instead")
+    if start.get("command") != "run" or not start.get("goal_file"):
+        raise SessionConfigError(f"cannot resume {path}: only scripted runs (`agent run`) can be resumed, and this "
+                                 f"is a {start.get('command') or 'session'} session")
+    goal = _same_goal(path, start)
+    rebuilt = rebuild(part)
+    _check_goal_message(goal, start, rebuilt)
+    return _go_on(args, part, goal, rebuilt)
+
+
+# --------------------------------------------------------------------------- reading the stopped part
+
+
+class Rebuilt:
+    """What the stopped part left: the model's messages, the ledger, the labels, the unknown changes."""
+
+    def __init__(self, session: Session, unknown: list[Intent], store: dict):
+        self.messages = session.messages[1:] if session.messages[:1] and \
+            session.messages[0].get("role") == "system" else list(session.messages)
+        self.backups = session.gate.ledger.all()
+        self.unknown = unknown
+        self.store = store
+
+
+def rebuild(part: Part) -> Rebuilt:
+    """Re-drive the stopped part as a replay does, with "outcome unknown" for its unfinished changes."""
+    from agent.batch import CallResult  # lazy: per command
+    from agent.record.replay import drive  # lazy: per command
+    from tools import default_tools  # lazy: per command
+    from tools.base import Registry  # lazy: per command
+
+    unknown = unknown_outcomes(part.events)
+    open_calls = {(u.turn, u.call_id) for u in unknown}
+
+    def result_for(turn, prepared, recorded):
+        if (turn, prepared.call.id) in open_calls:
+            return CallResult(content=OUTCOME_UNKNOWN, ok=False, error="outcome unknown", status="unknown")
+        return None
+
+    report, session = drive(part.events[0], iter(part.events[1:]), Registry(default_tools()), result_for)
+    if not report.ok:
+        raise SessionConfigError(f"cannot rebuild the session from {part.path}: {report.message.splitlines()[0]}")
+    store = {key: dict(value) if isinstance(value, dict) else value for key, value in session.store.items()}
+    for ev in part.events:  # the benchmark labels this part measured (a replay does not run the tools)
+        data = ev.get("data") if isinstance(ev.get("data"), dict) else None
+        if ev.get("type") == "tool_result" and ev.get("tool") == "run_bench" and ev.get("ok") and data \
+                and data.get("label"):
+            store.setdefault("run_bench", {})[data["label"]] = data
+    return Rebuilt(session, unknown, store)
+
+
+def _same_goal(path: Path, start: dict) -> Goal:
+    goal_file = Path(start["goal_file"])
+    if not goal_file.is_file():
+        raise SessionConfigError(f"cannot resume {path}: its goal file {goal_file} is gone; the run's authorizations "
+                                 "come from it, so it must be there as it was")
+    try:
+        goal = load_goal(goal_file)
+    except GoalError as e:
+        raise SessionConfigError(f"cannot resume {path}: its goal file no longer loads: {e}") from None
+    recorded_rules = (start.get("policy") or {}).get("authorizations", [])
+    now_rules = [a.model_dump(exclude_defaults=True) for a in goal.authorizations]
+    what = [name for name, same in (
+        ("its goal", goal.goal == start.get("goal")),
+        ("its hosts", sorted(goal.host_names()) == sorted(start.get("hosts", []))),
+        ("its authorizations", _plain(now_rules) == _plain(recorded_rules)),
+    ) if not same]
+    if what:
+        raise SessionConfigError(f"cannot resume {path}: the goal file {goal_file} changed since the run began "
+                                 f"({', '.join(what)}); the run may only go on under the rules it started with: put "
+                                 "the file back as it was, or start a new run")
+    return goal
+
+
+def _check_goal_message(goal: Goal, start: dict, rebuilt: Rebuilt) -> None:
+    """The success checks and the rest of the goal message, as the model first read them."""
+    from agent.compaction import split_summary  # lazy: per command
+    from agent.session_builder import goal_message  # lazy: per command
+
+    first = next((m.get("content") for m in rebuilt.messages if m.get("role") == "user"), None)
+    if isinstance(first, str) and split_summary(first)[0] != goal_message(goal):
+        raise SessionConfigError(f"cannot resume: the goal file {start['goal_file']} changed since the run began (what "
+                                 "it asks, allows or checks); put it back as it was, or start a new run")
+
+
+def _plain(value):
+    import json
+
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+# --------------------------------------------------------------------------- going on
+
+
+def _go_on(args, part: Part, goal: Goal, rebuilt: Rebuilt) -> int:
+    from agent.report import check_claims, write_report  # lazy: per command
+    from agent.session_builder import build_session, goal_budget, make_model  # lazy: per command
+    from app.run import busy, trust_flagged_keys  # lazy: per command
+    from app.ui import JsonLines, make_view  # lazy: per command
+
+    start = part.events[0]
+    trust_flagged_keys(goal, args.trust_host_key)
+    model = make_model(args.model or goal.model or start.get("model"), args.base_url or goal.base_url,
+                       args.model_timeout)
+    path = Path(args.transcript_out) if args.transcript_out else new_transcript_path("resume")
+    view = JsonLines() if args.json else make_view()
+    built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,
+                          plan=bool((start.get("policy") or {}).get("plan")), budget=goal_budget(goal),
+                          transcript=path, listeners=[view], sims=_sims(part, goal),
+                          start_info={"goal": goal.goal, "goal_file": start["goal_file"], "command": "run",
+                                      "resumes": part.link()})
+    with busy(view):
+        code, unreached = _execute(goal, built.session, part, rebuilt)
+    report = write_report(path)
+    for problem in unreached:
+        print(f"agent: {problem.problem}", file=sys.stderr)
+    if not args.json:
+        for line in check_claims(path).lines():
+            print(line, file=sys.stderr)
+        print(f"transcript: {path} (resumes {part.path})\nreport:     {report}", file=sys.stderr)
+    return code
+
+
+def _sims(part: Part, goal: Goal) -> dict:
+    """The simulated hosts the stopped part ran on, opened again where they are."""
+    roots = part.events[0].get("sim_roots") or {}
+    sims = {}
+    for entry in goal.hosts:
+        if entry.transport != "sim":
+            continue
+        root = roots.get(entry.name)
+        if not root or not Path(root).is_dir():
+            raise SessionConfigError(f"cannot resume {part.path}: the simulated host {entry.name} it ran on "
+                                     f"{'is not recorded' if not root else f'is gone ({root})'}; a fresh one would "
+                                     "not be the machine the run changed")
+        from tools.sim import Sim  # lazy: only a sim host loads the sim
+
+        sims[entry.name] = Sim.open(Path(root))
+    return sims
+
+
+def _execute(goal: Goal, session: Session, part: Part, rebuilt: Rebuilt):
+    """As app/run.py execute_goal, with the hosts looked at again and the earlier part restored first."""
+    from agent.checks import verify_end  # lazy: per command
+    from agent.preflight import reach_hosts  # lazy: per command
+    from app.run import judge, preflight_failed  # lazy: per command
+
+    with session.closing():
+        outcome = None
+        try:
+            unreached = reach_hosts(session.hosts, goal.host_names())
+            if unreached:
+                return preflight_failed(session, unreached), unreached
+            inspections = _inspect_hosts(session, goal)
+            backups, dropped = _check_backups(session, rebuilt)
+            session.resume_from({"from": str(part.path), "messages": rebuilt.messages,
+                                 "backups": [b.model_dump(mode="json") for b in backups],
+                                 "dropped_backups": dropped, "unknown": [u.as_record() for u in rebuilt.unknown],
+                                 "store": rebuilt.store})
+            outcome = session.send(resume_message(part, inspections, backups, dropped, rebuilt.unknown))
+        except KeyboardInterrupt as e:
+            outcome = Outcome("interrupted", interruption_reason(e))
+        checks_ok: bool | None = None
+        try:
+            if outcome.status != "interrupted" and not session.gate.plan:
+                checks_ok = verify_end(goal, session)
+        except KeyboardInterrupt as e:
+            outcome = Outcome("interrupted", f"{interruption_reason(e)} during the final checks")
+        verdict = judge(outcome, session, checks_ok)
+        session.emit("goal_result", met=verdict.verdict == "met", verdict=verdict.verdict,
+                     exit_code=int(verdict.code), reason=verdict.reason, checks_ok=checks_ok)
+        session.ending = outcome
+    return verdict.code, []
+
+
+def _inspect_hosts(session: Session, goal: Goal) -> dict[str, str]:
+    """One inspect_host per host, recorded as a `host_state` event; what the model reads of each."""
+    from tools.base import ToolContext, ToolError  # lazy: per command
+    from tools.hosts import HostError  # lazy: per command
+    from tools.inspect_host import InspectHost  # lazy: per command
+
+    tool = InspectHost()
+    seen: dict[str, str] = {}
+    for name in goal.host_names():
+        ctx = ToolContext(hosts=session.hosts, artifacts=session.artifacts, call_id=f"resume-inspect-{name}",
+                          redact=session.transcript.redactor.text)
+        try:
+            result = tool.run(ctx, tool.parse_args({"host": name}))
+        except (HostError, ToolError) as e:
+            session.emit("host_state", host=name, inspect=None, error=str(e))
+            seen[name] = f"could not be inspected: {e}"
+            continue
+        session.emit("host_state", host=name, inspect=result.model_dump(mode="json"), error=None)
+        text = session.transcript.redactor.text(tool.render(result))
+        seen[name] = text if len(text) <= INSPECTION_CHARS else text[:INSPECTION_CHARS] + " [...]"
+    return seen
+
+
+def _check_backups(session: Session, rebuilt: Rebuilt):
+    """Every backup of the stopped part read back on its host against the hashes recorded when it was taken."""
+    from tools.base import ToolError  # lazy: per command
+    from tools.hosts import HostError  # lazy: per command
+    from tools.pip_freeze_backup import read_backup  # lazy: per command
+
+    kept, dropped = [], []
+    for record in rebuilt.backups:
+        try:
+            if record.kind == "pip-freeze":
+                read_backup(session.hosts.get(record.host), record.backup_id, record)
+            kept.append(record)
+        except (HostError, ToolError) as e:
+            dropped.append({"backup_id": record.backup_id, "host": record.host, "problem": str(e)})
+    return kept, dropped
+
+
+def resume_message(part: Part, inspections: dict[str, str], backups, dropped: list[dict],
+                   unknown: list[Intent]) -> str:
+    """The user message the resumed session starts with: where things stand now."""
+    end = part.end
+    how = f"{end.get('status')}: {end.get('reason')}" if end else "the process ended without closing its record"
+    lines = [f"[This run was stopped ({how}) and goes on now. The hosts may have changed since; they were "
+             "inspected again:"]
+    lines += [f"- {name}: {text}" for name, text in inspections.items()]
+    if backups:
+        lines.append("Backups read back on their hosts and still intact: "
+                     + ", ".join(f"{b.backup_id} ({b.host})" for b in backups) + ".")
+    for d in dropped:
+        lines.append(f"Backup {d['backup_id']} of {d['host']} is no longer usable ({d['problem']}): take a new one "
+                     "before any change to that host.")
+    if unknown:
+        lines.append(f"{len(unknown)} change(s) were running when the run stopped, and their outcome is unknown: "
+                     + "; ".join(f"{u.tool} on {u.host} ({u.subject}, call {u.call_id})" for u in unknown)
+                     + ". Check the host's state with read-only calls before you run any of them again: the safety "
+                       "layer sends such a change back until you have.")
+    lines.append("Go on with the goal from where it stopped; do not repeat steps that already succeeded.]")
+    return "\n".join(lines)
