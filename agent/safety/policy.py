@@ -85,10 +85,18 @@ class ApprovalRequest:
     backup: BackupRecord | None
 
 
+@dataclass(frozen=True)
+class Declined:
+    """The operator's no with their words (why, or what to do instead): the model reads them with the refusal."""
+
+    reason: str
+    answer: ApprovalAnswer = ApprovalAnswer.NO
+
+
 class Approver(Protocol):
     """Who can say yes in an interactive session: the operator at the terminal."""
 
-    def ask(self, request: ApprovalRequest) -> ApprovalAnswer: ...
+    def ask(self, request: ApprovalRequest) -> "ApprovalAnswer | Declined": ...
 
 
 # --------------------------------------------------------------------------- the gate
@@ -295,7 +303,9 @@ class SafetyPolicy:
         if self.approver is None:
             return verdict(Verdict.DENY, risk, "no-approver", "no operator is attached to approve it",
                            backup_id=backup_id)
-        answer = self.approver.ask(ApprovalRequest(action.host, tool, action.subject, risk, backup))
+        reply = self.approver.ask(ApprovalRequest(action.host, tool, action.subject, risk, backup))
+        answer = getattr(reply, "answer", reply)
+        said = " ".join(str(getattr(reply, "reason", "") or "").split())
         if answer is ApprovalAnswer.YES_SESSION and risk.cls is RiskClass.MUTATING:
             self._session_approvals.add(key)
             return verdict(Verdict.ALLOW, risk, "approved", "the operator approved it for this session",
@@ -304,5 +314,8 @@ class SafetyPolicy:
             # A destructive step is always approved one by one, whatever the answer offered.
             return verdict(Verdict.ALLOW, risk, "approved", "the operator approved it",
                            backup_id=backup_id, approved_by="operator")
+        if said:
+            return verdict(Verdict.DENY, risk, "declined", f"the operator declined it and said: {said!r}; do as they "
+                           "say, or ask how they want to proceed", backup_id=backup_id)
         return verdict(Verdict.DENY, risk, "declined", "the operator declined it; ask how they want to proceed",
                        backup_id=backup_id)

@@ -6,16 +6,20 @@ thread-safe and does little per event: live output only updates a small buffer, 
 refresh thread draws a few times a second.
 
 The two chat views (`TerminalView`, `PlainView`) share one small surface that app/chat.py
-uses: the listener itself, `busy()` / `paused()` around work and prompts, `info`, `warn`,
-`card`, `table` and `read_line`. `make_view` picks one of them.
+uses: the listener itself, `busy()` / `paused()` around work and prompts, `working()` around a
+slow start (a simulated host being built), `info`, `warn`, `card`, `table` and `read_line`
+(which ends the prompt's line itself on Ctrl-C or Ctrl-D, so what is drawn next starts on a
+line of its own). `make_view` picks one of them.
 
 Everything they print is redacted: recorded events by the transcript writer, the rest (live
 output, the model's streamed text, progress, the chat's own lines) by the view itself, with the
 same redactor (agent/record/redact.py).
 
 The modules: common.py (what both views show: approval rows, progress, output tails),
-plain.py (`PlainPrinter`, `PlainView`, `JsonLines`, `LiveOutput`), terminal.py (`TerminalView`: its state,
-the Live region and the locks) and format.py (the terminal's styles and pure renderers).
+results.py (a finished call's result as the labelled facts that matter), plain.py (`PlainPrinter`,
+`PlainView`, `JsonLines`, `LiveOutput`), terminal.py (`TerminalView`: its state, the Live region and
+the locks), format.py (the terminal's styles and pure renderers) and usage.py (a chat's token
+totals and their cost).
 """
 
 from __future__ import annotations

@@ -134,8 +134,8 @@ def verdict_line(ev: dict) -> str:
     return f"{head}: {ev.get('reason')} (exit code {code}: {meaning})"
 
 
-# Notes from the loop worth a line on the terminal: how the model server was met, replies cut off.
-SHOWN_NOTES = ("model_server", "cut_off")
+# Notes worth a line on the terminal: how the model server was met, replies cut off, a request tried again.
+SHOWN_NOTES = ("model_server", "cut_off", "model_retry")
 
 
 def note_line(ev: dict) -> str | None:

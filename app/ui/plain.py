@@ -11,10 +11,12 @@ import contextlib
 import json
 import sys
 import threading
+import time
 from typing import IO, Iterator
 
 from agent.record.redact import Redactor, StreamRedactor
 from app.ui.common import check_line, note_line, progress_label, redacted_card, session_summary, verdict_line
+from app.ui.results import result_rows
 
 _ICONS = {"allow": "+", "deny": "x", "skip": "~"}
 
@@ -85,6 +87,11 @@ class PlainPrinter:
             status = ev.get("status")
             extra = f": {_short(ev.get('error') or ev.get('content', ''), 120)}" if status not in ("ok",) else ""
             line = f"  = {ev['tool']} {status} in {ev.get('duration_s', 0):.2f}s{extra}"
+            data = ev.get("data") if isinstance(ev.get("data"), dict) else {}
+            failed = isinstance(data.get("exit_code"), int) and data["exit_code"] != 0
+            rows = result_rows(ev.get("tool", ""), data) if status == "ok" and not failed else None
+            if rows:  # the facts that matter, a line each; the whole result is in the transcript
+                line += "".join(f"\n    {label}: {value}" for label, value in rows)
             return "\n".join([*(f"    | {r}" for r in rest), line]) if rest and self.live else line
         if t == "backup":
             return f"  backup {ev['backup_id']} of {ev['host']} verified ({ev.get('package_count')} packages)"
@@ -145,6 +152,14 @@ class PlainView(PlainPrinter):
     def paused(self) -> Iterator[None]:
         yield
 
+    @contextlib.contextmanager
+    def working(self, what: str, done: str) -> Iterator[None]:
+        """Something slow before the session can start: a line before it, and one with its time after."""
+        self.info(what)
+        started = time.monotonic()
+        yield
+        self.info(f"{done} ({time.monotonic() - started:.1f}s)")
+
     def info(self, text: str) -> None:
         self._print(self.redactor.text(text))
 
@@ -168,8 +183,13 @@ class PlainView(PlainPrinter):
         with self._lock:
             self.out.write(self.redactor.text(prompt))
             self.out.flush()
-        line = self.inp.readline()
+        try:
+            line = self.inp.readline()
+        except KeyboardInterrupt:
+            self._print("")  # the prompt's line is ended before anything else is printed
+            raise
         if not line:
+            self._print("")
             raise EOFError
         line = line.rstrip("\n")
         if not _isatty(self.inp):  # nobody typed it, so nothing echoed it: keep the log readable

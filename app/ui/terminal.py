@@ -32,6 +32,7 @@ from app.ui.common import (
     verdict_line,
 )
 from app.ui.format import _ANSI, STATUS_MARK, TONE_STYLE, _esc, _result_detail, _seconds, decision_panel
+from app.ui.results import result_rows
 
 
 @dataclass
@@ -172,7 +173,8 @@ class TerminalView:
             return [Text(verdict_line(ev), style=style, overflow="fold")]
         if t == "note":
             line = note_line(ev)
-            return [Text(self.redactor.text(line), style="dim", overflow="fold")] if line else []
+            style = "yellow" if ev.get("kind") == "model_retry" else "dim"  # a wait the operator should see
+            return [Text(self.redactor.text(line), style=style, overflow="fold")] if line else []
         if t == "session_end":
             return [Text(session_summary(ev), style="dim")]
         return []
@@ -222,8 +224,12 @@ class TerminalView:
                 line.append(f" · {detail}", style=style if status != "ok" or failed_command else "")
             line.append(f" · {_seconds(ev.get('duration_s', 0))}", style="dim")
             out.append(line)
+            rows = result_rows(ev.get("tool", ""), data) if status == "ok" and not failed_command else None
             if status in ("error", "crashed") and ev.get("error"):
                 out.append(Padding(Text(str(ev["error"]), style="red", overflow="fold"), (0, 0, 0, 4)))
+            elif rows:
+                # The facts that matter, a row each; the whole result is in the transcript.
+                out.append(Padding(_rows_grid(rows), (0, 0, 0, 4)))
             elif tail is not None and tail.count:
                 out.append(self._output_block(tail))
             elif status == "ok" and ev.get("content"):
@@ -342,6 +348,29 @@ class TerminalView:
                 self._batch = None
 
     @contextlib.contextmanager
+    def working(self, what: str, done: str) -> Iterator[None]:
+        """Something slow before the session can start (a simulated host being built): `what` with a
+        spinner and the time so far while it runs, then `done` with the time it took."""
+        self.info(what)  # a line that stays: what is being done, and why it takes a while
+        started = time.monotonic()
+        spinner = Spinner("dots", style="cyan")
+
+        def region() -> RenderableType:
+            spinner.update(text=Text(f"{_seconds(time.monotonic() - started)} so far", style="dim"))
+            return spinner
+
+        live = Live(console=self.console, get_renderable=region, transient=True,
+                    refresh_per_second=self.REFRESH_PER_SECOND, redirect_stdout=False, redirect_stderr=False)
+        with self._printing:
+            live.start()
+        try:
+            yield
+        finally:
+            with self._printing:
+                live.stop()
+        self.info(f"{done} ({_seconds(time.monotonic() - started)})")
+
+    @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """While the operator is asked something: no live region redrawing over the prompt."""
         was_live = self._stop_live()
@@ -411,5 +440,27 @@ class TerminalView:
         if self.use_readline_markers:
             # GNU readline counts the prompt's width: colour codes must be marked as zero-width.
             styled = _ANSI.sub(lambda m: f"\001{m.group(1)}\002", styled)
-        return input(styled)
+        try:
+            return input(styled)
+        except (KeyboardInterrupt, EOFError):
+            # Nothing ended the line: the cursor is still after the prompt (and what was typed, and a
+            # "^C"). Whatever is drawn next must start on a line of its own, or a panel's top border
+            # starts mid-line and wraps, which breaks every line of its box.
+            self._end_line()
+            raise
 
+    def _end_line(self) -> None:
+        with self._printing:
+            self.console.file.write("\x1b[0m\n")  # attributes reset, and a fresh line
+            self.console.file.flush()
+
+
+
+def _rows_grid(rows: list[tuple[str, str]]) -> RenderableType:
+    """A result's rows: labels dim in one column, values folded in the other."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for label, value in rows:
+        grid.add_row(label, Text(value, overflow="fold"))
+    return grid
