@@ -5,9 +5,8 @@
     model_timeout = 300                        # seconds per model request
     context_tokens = 32000                     # the model's context, for compaction
     hosts = ["gpu1", "gpu2"]                   # chat's hosts when no --host is given
-    verbosity = "quiet"                        # quiet | normal | verbose
     [price]                                    # for the cost shown beside the token counts
-    prompt_per_mtok = 2.0                      # per million prompt tokens, in your currency
+    prompt_per_mtok = 2.0                      # USD per million prompt tokens (as UPGRADE_AGENT_PRICE)
     completion_per_mtok = 8.0
 
 Every setting is overridden by its flag. The model and the server follow the order a user of
@@ -21,7 +20,6 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -43,7 +41,6 @@ class Config(BaseModel):
     model_timeout: float | None = Field(default=None, gt=0)
     context_tokens: int | None = Field(default=None, ge=2000)
     hosts: list[str] = Field(default_factory=list)
-    verbosity: Literal["quiet", "normal", "verbose"] | None = None
     price: Price | None = None
 
 
@@ -98,7 +95,5 @@ def apply_config(args, config: Config) -> None:
         args.context_tokens = config.context_tokens
     if hasattr(args, "host") and not args.host and config.hosts:
         args.host = list(config.hosts)
-    if hasattr(args, "verbosity") and args.verbosity is None:
-        args.verbosity = config.verbosity or "normal"
-    if hasattr(args, "price") and args.price is None and config.price is not None:
-        args.price = (config.price.prompt_per_mtok, config.price.completion_per_mtok)
+    if config.price is not None:  # chat's cost line reads it as USD per million prompt, completion tokens
+        os.environ.setdefault("UPGRADE_AGENT_PRICE", f"{config.price.prompt_per_mtok},{config.price.completion_per_mtok}")
