@@ -110,11 +110,19 @@ def goal_budget(goal: Goal) -> Budget:
     return goal.budget
 
 
-def goal_message(goal: Goal) -> str:
+PLAN_NOTE = ("\nThis is a dry run (--plan), to check this goal file before a real run: make every call a real run "
+             "would make, changes included, in the same order (the backup first). Read-only calls run. A change does "
+             "not run: its result says what a real run would do with it (\"would run: authorized by "
+             "authorizations[i]\" or \"would be refused\" and why). A written plan without the calls checks nothing.")
+
+
+def goal_message(goal: Goal, plan: bool = False) -> str:
     """The first user message of a scripted run: the goal, what the goal file allows, what will be checked."""
     lines = [goal.goal.strip(), "\nThis is a scripted run: nobody will answer questions. Read-only steps run. A step "
              "that changes a host runs only with a verified backup of that host from this session and a rule "
              "of the goal file that covers it exactly; every other change is refused."]
+    if plan:
+        lines.append(PLAN_NOTE)
     if goal.authorizations:
         lines.append("The goal file's authorizations (`*` matches any characters; a value a call gives must match "
                      "the rule's, or one of the rule's when it lists several):")

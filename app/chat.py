@@ -607,7 +607,8 @@ def run_chat(args) -> int:
     except ValueError as e:
         raise SessionConfigError(str(e)) from None
     # `--plain` forces plain lines; without the flag they are chosen when output is not a terminal.
-    view = make_view(plain=getattr(args, "plain", False), use_readline_markers=_line_editing())
+    view = make_view(plain=getattr(args, "plain", False), use_readline_markers=_line_editing(),
+                     verbosity=getattr(args, "verbosity", None))
     entries: list[HostEntry] = [host_entry_from_flag(h, args.trust_host_key) for h in args.host]
     ctrl_c = CtrlC()
     retries = RetryNotes(ctrl_c)

@@ -139,6 +139,7 @@ def cmd_run(args) -> int:
     from app.run import run_goal  # lazy: each command imports only what it uses (agent --help stays fast)
 
     _context_tokens(args)
+    _verbosity(args)
     return run_goal(args)
 
 
@@ -146,6 +147,7 @@ def cmd_chat(args) -> int:
     from app.chat import run_chat  # lazy: per command
 
     _context_tokens(args)
+    _verbosity(args)
     return run_chat(args)
 
 
@@ -153,6 +155,7 @@ def cmd_resume(args) -> int:
     from app.resume import resume  # lazy: per command
 
     _context_tokens(args)
+    _verbosity(args)
     return resume(args)
 
 
@@ -213,7 +216,15 @@ def cmd_completion(args) -> int:
 def cmd_demo(args) -> int:
     from app.demo import demo  # lazy: per command
 
+    _verbosity(args)
     return demo(args)
+
+
+def _verbosity(args) -> None:
+    """--quiet / --verbose: what the views of this process show (the transcript keeps everything)."""
+    from app.ui import set_default_verbosity  # lazy: per command
+
+    set_default_verbosity(getattr(args, "verbosity", None) or "normal")
 
 
 # --------------------------------------------------------------------------- parser
@@ -225,6 +236,15 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--base-url", help="server URL, e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL)")
     g.add_argument("--model-timeout", type=float, default=None,
                    help="seconds per model request (default: the settings file's model_timeout, else 120)")
+
+
+def _add_verbosity_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const="quiet",
+                   help="show only each turn's summary, refusals, failures and the verdict")
+    g.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const="verbose",
+                   help="show every tool's output whole (by default a long one is folded to its first and last "
+                        "lines; the transcript's artifacts keep it whole either way)")
 
 
 def _positive_tokens(text: str) -> int:
@@ -313,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trust-host-key", action="append", default=[], metavar="FINGERPRINT",
                    help="trust an unknown SSH host key with this SHA256:... fingerprint (check it with the host's "
                         "owner first; or write trust_host_key: under the host in the goal file); repeatable")
+    _add_verbosity_flags(p)
     _add_model_flags(p)
     _add_context_flag(p)
     p.set_defaults(func=cmd_run)
@@ -338,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="trust an unknown SSH host key with this SHA256:... fingerprint; repeatable")
     _add_model_flags(p)
     _add_context_flag(p)
+    _add_verbosity_flags(p)
     p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("sessions", help="recent sessions: finished, interrupted or failed, and how to resume",
@@ -357,6 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plan", action="store_true", help="start in dry-run mode (/plan toggles it)")
     p.add_argument("--plain", action="store_true", help="plain lines instead of the rich terminal view")
     p.add_argument("--transcript", help="where to write the transcript")
+    _add_verbosity_flags(p)
     _add_model_flags(p)
     _add_context_flag(p)
     p.set_defaults(func=cmd_chat)
@@ -457,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ask", action="store_true", help="ask me to approve steps instead of the demo's goal file")
     p.add_argument("--dir", help="where to put the simulated host, transcript and report (default: a new temp dir)")
     p.add_argument("--json", action="store_true", help="print one JSON event per line instead of progress")
+    _add_verbosity_flags(p)
     _add_model_flags(p)
     p.set_defaults(func=cmd_demo)
 

@@ -73,11 +73,14 @@ class RecordedTurns:
 
 def demo(args) -> int:
     say = (lambda *a: None) if args.json else (lambda *a: print(*a, file=sys.stderr, flush=True))
+    quiet = getattr(args, "verbosity", None) == "quiet"
+    # --quiet: the setting up and the tables give way to the steps' summaries, the verdict and where things are.
+    aside = (lambda *a: None) if quiet else say
     started = time.monotonic()
     goal: Goal = load_goal(packaged("goals", "demo.yaml"))
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="upgrade-agent-demo-"))
     work.mkdir(parents=True, exist_ok=True)
-    say("Building a simulated GPU host: 8x NVIDIA RTX PRO 6000 Blackwell, driver 590.48.01 (CUDA 13.1), "
+    aside("Building a simulated GPU host: 8x NVIDIA RTX PRO 6000 Blackwell, driver 590.48.01 (CUDA 13.1), "
         "toolkit 12.8, torch 2.10.0+cu128 ...")
     try:
         check_sandbox()
@@ -91,28 +94,28 @@ def demo(args) -> int:
     except SimBuildError as e:
         print(f"agent: {e}", file=sys.stderr)
         return 1
-    say(f"  host `sim`, in a sandbox; its files lie in {sim.root}")
+    aside(f"  host `sim`, in a sandbox; its files lie in {sim.root}")
 
     transcript = work / "demo.jsonl"
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL") or args.base_url:
         model = make_model(args.model, args.base_url, args.model_timeout)
-        say(f"Model: {model.name} at {getattr(model, 'base_url', '?')} (live)")
+        aside(f"Model: {model.name} at {getattr(model, 'base_url', '?')} (live)")
     else:
         recording = packaged("transcripts", RECORDING)
         model = RecordedTurns(recording, final_answer=lambda: answer_from_record(build_report(transcript)))
-        say("Model: none configured (set OPENAI_API_KEY or OPENAI_BASE_URL for a live one), so the model turns "
+        aside("Model: none configured (set OPENAI_API_KEY or OPENAI_BASE_URL for a live one), so the model turns "
             f"recorded in transcripts/{RECORDING} are played again. The tools, the safety gate and the host are "
             "real.")
-    view = JsonLines() if args.json else make_view()
+    view = JsonLines() if args.json else make_view(verbosity=getattr(args, "verbosity", None))
     if args.ask:
         approver = TerminalApprover(view=view if hasattr(view, "card") else None)
         mode = "interactive"
         say("Approvals: you will be asked for every step that changes the host (--ask).")
     else:
         approver, mode = None, "scripted"
-        say("Approvals: only what goals/demo.yaml authorizes may change the host:")
+        aside("Approvals: only what goals/demo.yaml authorizes may change the host:")
         for a in goal.authorizations:
-            say("  - " + json.dumps(a.model_dump(exclude_defaults=True)))
+            aside("  - " + json.dumps(a.model_dump(exclude_defaults=True)))
     built = build_session(hosts=goal.hosts, model=model, mode=mode, approver=approver,
                           authorizations=goal.authorizations, budget=goal_budget(goal), transcript=transcript,
                           listeners=[view], sims={"sim": sim},
@@ -125,8 +128,10 @@ def demo(args) -> int:
     for problem in unreached:
         print(f"agent: {problem.problem}", file=sys.stderr)
     if not args.json:
-        _print_table(built.session.store.get("run_bench", {}))
-        say("\n" + "\n".join(check_claims(transcript).lines()))
+        if not quiet:
+            _print_table(built.session.store.get("run_bench", {}))
+        claims = check_claims(transcript)
+        (say if claims.differences else aside)("\n" + "\n".join(claims.lines()))
         say(f"\nTranscript: {transcript}\nReport:     {report}")
         say(f"Replay it:  agent replay {transcript}")
         say(f"Done in {time.monotonic() - started:.1f} s, exit code {code}.")

@@ -158,7 +158,7 @@ def _go_on(args, part: Part, goal: Goal, rebuilt: Rebuilt) -> int:
     model = make_model(args.model or goal.model or start.get("model"), args.base_url or goal.base_url,
                        args.model_timeout)
     path = Path(args.transcript_out) if args.transcript_out else new_transcript_path("resume")
-    view = JsonLines() if args.json else make_view()
+    view = JsonLines() if args.json else make_view(verbosity=getattr(args, "verbosity", None))
     built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,
                           plan=bool((start.get("policy") or {}).get("plan")), budget=goal_budget(goal),
                           transcript=path, listeners=[view], sims=_sims(part, goal),
@@ -196,9 +196,8 @@ def _sims(part: Part, goal: Goal) -> dict:
 
 def _execute(goal: Goal, session: Session, part: Part, rebuilt: Rebuilt):
     """As app/run.py execute_goal, with the hosts looked at again and the earlier part restored first."""
-    from agent.checks import verify_end  # lazy: per command
     from agent.preflight import reach_hosts  # lazy: per command
-    from app.run import judge, preflight_failed  # lazy: per command
+    from app.run import finish_run, preflight_failed  # lazy: per command
 
     with session.closing():
         outcome = None
@@ -215,17 +214,7 @@ def _execute(goal: Goal, session: Session, part: Part, rebuilt: Rebuilt):
             outcome = session.send(resume_message(part, inspections, backups, dropped, rebuilt.unknown))
         except KeyboardInterrupt as e:
             outcome = Outcome("interrupted", interruption_reason(e))
-        checks_ok: bool | None = None
-        try:
-            if outcome.status != "interrupted" and not session.gate.plan:
-                checks_ok = verify_end(goal, session)
-        except KeyboardInterrupt as e:
-            outcome = Outcome("interrupted", f"{interruption_reason(e)} during the final checks")
-        verdict = judge(outcome, session, checks_ok)
-        session.emit("goal_result", met=verdict.verdict == "met", verdict=verdict.verdict,
-                     exit_code=int(verdict.code), reason=verdict.reason, checks_ok=checks_ok)
-        session.ending = outcome
-    return verdict.code, []
+        return finish_run(goal, session, outcome), []
 
 
 def _inspect_hosts(session: Session, goal: Goal) -> dict[str, str]:

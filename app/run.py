@@ -107,7 +107,7 @@ def run_goal(args) -> int:
         trust_flagged_keys(goal, args.trust_host_key)
         model = make_model(args.model or goal.model, args.base_url or goal.base_url, args.model_timeout)
         path = Path(args.transcript) if args.transcript else new_transcript_path("run")
-        view = JsonLines() if args.json else make_view()
+        view = JsonLines() if args.json else make_view(verbosity=getattr(args, "verbosity", None))
         built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,
                               plan=args.plan, budget=goal_budget(goal), transcript=path, listeners=[view],
                               start_info={"goal": goal.goal, "goal_file": str(args.goal), "command": "run"})
@@ -173,20 +173,26 @@ def execute_goal(goal: Goal, session: Session) -> tuple[int, list[Unreached]]:
             outcome = None
         try:
             if outcome is None:
-                outcome = session.send(goal_message(goal))
+                outcome = session.send(goal_message(goal, plan=session.gate.plan))
         except KeyboardInterrupt as e:
             outcome = Outcome("interrupted", interruption_reason(e))
-        checks_ok: bool | None = None
-        try:
-            if outcome.status != "interrupted" and not session.gate.plan:
-                checks_ok = verify_end(goal, session)
-        except KeyboardInterrupt as e:
-            outcome = Outcome("interrupted", f"{interruption_reason(e)} during the final checks")
-        verdict = judge(outcome, session, checks_ok)
-        session.emit("goal_result", met=verdict.verdict == "met", verdict=verdict.verdict,
-                     exit_code=int(verdict.code), reason=verdict.reason, checks_ok=checks_ok)
-        session.ending = outcome
-    return verdict.code, []
+        return finish_run(goal, session, outcome), []
+
+
+def finish_run(goal: Goal, session: Session, outcome: Outcome) -> ExitCode:
+    """The end of a run (or of a resumed one): the final state and the checks, the verdict from the record,
+    the goal_result event. Inside the session's closing(), which writes the end event whatever happens."""
+    checks_ok: bool | None = None
+    try:
+        if outcome.status != "interrupted" and not session.gate.plan:
+            checks_ok = verify_end(goal, session)
+    except KeyboardInterrupt as e:
+        outcome = Outcome("interrupted", f"{interruption_reason(e)} during the final checks")
+    verdict = judge(outcome, session, checks_ok)
+    session.emit("goal_result", met=verdict.verdict == "met", verdict=verdict.verdict,
+                 exit_code=int(verdict.code), reason=verdict.reason, checks_ok=checks_ok)
+    session.ending = outcome
+    return verdict.code
 
 
 def preflight_failed(session: Session, unreached: list[Unreached]) -> ExitCode:

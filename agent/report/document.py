@@ -11,6 +11,7 @@ here keep both formats' figures the same.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 from dataclasses import dataclass
@@ -255,7 +256,7 @@ def document(r: Report) -> list[Any]:
         doc.append(Heading(2, "Failed steps"))
         doc.append(Table(["Step", "Tool", "Host", "Status", "Error"],
                          [[s.where, Code(s.tool), Code(s.host or "-"), s.status or "-",
-                           (s.error or s.content or "")[:400]] for s in r.failed]))
+                           error_cause(s.error or s.content or "", 400)] for s in r.failed]))
 
     doc += _rollback(r)
 
@@ -269,6 +270,40 @@ def document(r: Report) -> list[Any]:
         doc.append(Para("The model gave no final answer."))
     doc += [Heading(2, "Steps"), Steps()]
     return doc
+
+
+# Lines that say a step failed but not why: the exit status, pip's and make's closing boilerplate.
+_GENERIC_LINE = re.compile(
+    r"(error: )?(exit (status|code):? -?\d+|(command|process) exited with (status|code) -?\d+"
+    r"|(error: )?command .* (failed|errored out) with exit (status|code) -?\d+|\[end of output\]"
+    r"|note: this error originates from a subprocess.*|error: subprocess-exited-with-error"
+    r"|× .* did not run successfully\.?|╰─> .*|hint: see above.*|make(\[\d+\])?: \*\*\* .*error \d+"
+    r"|ninja: build stopped.*|error: metadata-generation-failed|error: failed-wheel-build-for-install"
+    r"|failed building wheel for .*|error: could not build wheels for .*)\.?",
+    re.IGNORECASE)
+_BOX_EDGE = re.compile(r"^[│|]\s*")  # pip indents a subprocess's output in a box
+
+
+def error_cause(text: str, width: int = 400, lines: int = 3) -> str:
+    """A long error told by its cause: the last `lines` lines that say something, within `width`.
+
+    Tools end an error with its cause (pip's resolver, nvcc, a traceback's last line); its first
+    characters are mostly the command and its progress. Blank lines and generic trailers
+    ("exit status 1", pip's "note: This error originates from a subprocess") are skipped; when the
+    lines do not fit, the earliest go first, then the start of the one left.
+    """
+    meaningful = []
+    for raw in str(text).splitlines():
+        line = " ".join(_BOX_EDGE.sub("", raw.strip()).split())
+        if line and not _GENERIC_LINE.fullmatch(line):
+            meaningful.append(line)
+    if not meaningful:  # only boilerplate: that is all there is to say
+        meaningful = [" ".join(x.split()) for x in str(text).splitlines() if x.strip()][-1:]
+    picked = meaningful[-lines:]
+    while len(picked) > 1 and len(" | ".join(picked)) > width:
+        picked.pop(0)
+    shown = " | ".join(picked)
+    return shown if len(shown) <= width else "…" + shown[-(width - 1):]
 
 
 def _shorten(text: str, limit: int) -> str:

@@ -30,23 +30,32 @@ from typing import IO
 from rich.console import Console
 
 from agent.record.redact import Redactor
-from app.ui.common import OutputTail, approval_rows, progress_label, progress_numbers
+from app.ui.common import (
+    VERBOSITIES,
+    OutputTail,
+    approval_rows,
+    progress_label,
+    progress_numbers,
+    set_default_verbosity,
+)
 from app.ui.plain import JsonLines, LiveOutput, PlainPrinter, PlainView
 from app.ui.terminal import TerminalView
 
-__all__ = ["JsonLines", "LiveOutput", "OutputTail", "PlainPrinter", "PlainView", "TerminalView", "approval_rows",
-           "make_view", "progress_label", "progress_numbers"]
+__all__ = ["JsonLines", "LiveOutput", "OutputTail", "PlainPrinter", "PlainView", "TerminalView", "VERBOSITIES",
+           "approval_rows", "make_view", "progress_label", "progress_numbers", "set_default_verbosity"]
 
 
 def make_view(plain: bool = False, out: IO[str] | None = None, inp: IO[str] | None = None,
-              use_readline_markers: bool = False, redactor: Redactor | None = None) -> TerminalView | PlainView:
+              use_readline_markers: bool = False, redactor: Redactor | None = None,
+              verbosity: str | None = None) -> TerminalView | PlainView:
     """The rich terminal view, or plain lines when output is not a terminal, TERM=dumb, or asked for.
 
     `redactor` is the session's (its transcript writer's), when the caller has it; otherwise one
-    with the same rules and the secrets of this process's environment.
+    with the same rules and the secrets of this process's environment. `verbosity` is quiet, normal
+    or verbose (app/ui/common.py); without it, what --quiet or --verbose set for this process.
     """
     console = Console(file=out) if out is not None else Console()
     redactor = redactor or Redactor()
     if plain or not console.is_terminal or console.is_dumb_terminal:
-        return PlainView(out=out or sys.stdout, inp=inp, redactor=redactor)
-    return TerminalView(console, use_readline_markers=use_readline_markers, redactor=redactor)
+        return PlainView(out=out or sys.stdout, inp=inp, redactor=redactor, verbosity=verbosity)
+    return TerminalView(console, use_readline_markers=use_readline_markers, redactor=redactor, verbosity=verbosity)

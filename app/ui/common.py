@@ -11,8 +11,76 @@ import time
 from collections import deque
 
 from agent.record.redact import Redactor, StreamRedactor
+from agent.report.document import error_cause
 from agent.safety.policy import ApprovalRequest
 from app.exit_codes import MEANINGS
+
+# How much a view shows. quiet: each turn's one-line summary, refusals, failures and the verdict;
+# normal: every step, a long raw output folded to its first and last lines; verbose: all of it.
+# The transcript and its artifacts keep every output whole whatever is shown.
+QUIET, NORMAL, VERBOSE = "quiet", "normal", "verbose"
+VERBOSITIES = (QUIET, NORMAL, VERBOSE)
+FOLD_HEAD = 3  # lines of a long raw output shown before the fold
+FOLD_TAIL = 5  # and after it (a benchmark's result table, a build's last words)
+
+_default_verbosity = NORMAL
+
+
+def set_default_verbosity(verbosity: str) -> None:
+    """What a view made without a `verbosity` shows: set once by the command line (--quiet, --verbose)."""
+    global _default_verbosity
+    if verbosity not in VERBOSITIES:
+        raise ValueError(f"verbosity {verbosity!r}: give one of {', '.join(VERBOSITIES)}")
+    _default_verbosity = verbosity
+
+
+def default_verbosity() -> str:
+    return _default_verbosity
+
+
+def where_whole(data) -> str:
+    """Where a call's whole output is kept: its artifact (or their folder), else the transcript."""
+    data = data if isinstance(data, dict) else {}
+    named = [data.get(k) for k in ("stdout_artifact", "stderr_artifact", "log_artifact") if data.get(k)]
+    listed = data.get("artifacts") if isinstance(data.get("artifacts"), list) else []
+    paths = [str(p) for p in [*named, *listed] if p]
+    if len(paths) == 1:
+        return paths[0]
+    if paths:
+        folder = paths[0].rsplit("/", 1)[0] if "/" in paths[0] else "."
+        return f"{folder}/ ({len(paths)} files)"
+    return "the transcript"
+
+
+def fold_note(hidden: int, data) -> str:
+    return f"… {hidden} line{'s' * (hidden != 1)} folded; whole output in {where_whole(data)}"
+
+
+def failure_text(ev: dict) -> str:
+    """What a failed call said about why: its error, or a failed command's stderr (else stdout)."""
+    data = ev.get("data") if isinstance(ev.get("data"), dict) else {}
+    if ev.get("error"):
+        return str(ev["error"])
+    for key in ("stderr", "stdout"):
+        if isinstance(data.get(key), str) and data[key].strip():
+            return data[key]
+    return str(ev.get("content") or "")
+
+
+def failure_cause(ev: dict, width: int) -> str:
+    """A failed call's cause in `width` characters: the last lines that say something, not the first."""
+    return error_cause(failure_text(ev), width)
+
+
+def command_failed(ev: dict) -> bool:
+    """A call that ran but whose command did not succeed (an exit code other than 0)."""
+    data = ev.get("data") if isinstance(ev.get("data"), dict) else {}
+    return isinstance(data.get("exit_code"), int) and data["exit_code"] != 0
+
+
+def is_failure(ev: dict) -> bool:
+    """A tool result an operator must see even when quiet."""
+    return ev.get("status") not in ("ok", "refused", "skipped", "malformed") or command_failed(ev)
 
 
 def approval_rows(request: ApprovalRequest) -> list[tuple[str, str]]:
@@ -75,21 +143,33 @@ class OutputTail:
 
     MAX_PARTIAL = 4096  # characters of a line without a newline (a spinner) that are shown
 
-    def __init__(self, keep: int, redactor: Redactor | None = None):
-        self.lines: deque[str] = deque(maxlen=keep)
+    def __init__(self, keep: int | None, redactor: Redactor | None = None, head: int = 0):
+        self.lines: deque[str] = deque(maxlen=keep)  # keep None: every line (--verbose)
+        self.first: list[str] = []  # the first `head` lines, shown above a fold
+        self.head = head
         self.stream = StreamRedactor(redactor or Redactor())
         self.total = 0  # complete lines seen
 
     def add(self, text: str) -> None:
-        for line in self.stream.feed(text):
-            self.lines.append(line)
-            self.total += 1
+        self._keep(self.stream.feed(text))
 
     def finish(self) -> None:
         """The output is over: its last line, even without a newline, is whole now."""
-        for line in self.stream.finish():
+        self._keep(self.stream.finish())
+
+    def _keep(self, lines: list[str]) -> None:
+        for line in lines:
+            if len(self.first) < self.head:
+                self.first.append(line)
             self.lines.append(line)
             self.total += 1
+
+    def folded(self, tail: int) -> tuple[list[str], int, list[str]]:
+        """(first lines, lines folded between, last lines) of a finished output; nothing is shown twice."""
+        if self.total <= len(self.first) + tail:
+            return list(self.lines)[-self.total:] if self.total else [], 0, []
+        last = list(self.lines)[-tail:] if tail > 0 else []
+        return list(self.first), self.total - len(self.first) - len(last), last
 
     @property
     def partial(self) -> str:

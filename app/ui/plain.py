@@ -12,10 +12,27 @@ import json
 import sys
 import threading
 import time
+from collections import deque
 from typing import IO, Iterator
 
 from agent.record.redact import Redactor, StreamRedactor
-from app.ui.common import check_line, note_line, progress_label, redacted_card, session_summary, verdict_line
+from app.ui.common import (
+    FOLD_HEAD,
+    FOLD_TAIL,
+    QUIET,
+    VERBOSE,
+    check_line,
+    command_failed,
+    default_verbosity,
+    failure_cause,
+    fold_note,
+    is_failure,
+    note_line,
+    progress_label,
+    redacted_card,
+    session_summary,
+    verdict_line,
+)
 from app.ui.results import result_rows
 
 _ICONS = {"allow": "+", "deny": "x", "skip": "~"}
@@ -26,19 +43,47 @@ def _short(text: str, width: int = 160) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+class _Fold:
+    """One call's live output as printed by default: its first lines as they come, the rest held back
+    until the call ends, when the last few are printed under a line that counts what was folded."""
+
+    def __init__(self) -> None:
+        self.shown = 0
+        self.held: deque[str] = deque(maxlen=FOLD_TAIL)
+        self.hidden = 0  # lines pushed out of `held`: never printed
+
+    def take(self, lines: list[str]) -> list[str]:
+        out = []
+        for line in lines:
+            if self.shown < FOLD_HEAD:
+                self.shown += 1
+                out.append(line)
+            else:
+                if len(self.held) == FOLD_TAIL:
+                    self.hidden += 1
+                self.held.append(line)
+        return out
+
+
 class PlainPrinter:
     """One readable line per step; live output (and progress) only when `live` is on.
 
     `full_text` prints the model's text whole instead of a one-line excerpt (chat answers).
+    `verbosity` (app/ui/common.py): quiet prints each turn's line, refusals, failures and the
+    verdict; normal folds a long live output to its first and last lines; verbose prints it all.
     No colours and no cursor movement: fit for pipes, logs and dumb terminals.
     """
 
+    ERROR_WIDTH = 160  # characters of a failure's cause on its result line
+
     def __init__(self, out: IO[str] | None = None, live: bool = False, full_text: bool = False,
-                 redactor: Redactor | None = None):
+                 redactor: Redactor | None = None, verbosity: str | None = None):
         self.out = out or sys.stdout
-        self.live = live
-        self.full_text = full_text
+        self.verbosity = verbosity or default_verbosity()
+        self.live = live and self.verbosity != QUIET
+        self.full_text = full_text or self.verbosity == VERBOSE
         self.redactor = redactor or Redactor()
+        self._folds: dict[str, _Fold] = {}  # call_id -> its live output's fold (normal verbosity)
         # Re-entrant: a line printed from a signal handler in the thread that holds it must not hang.
         self._lock = threading.RLock()
         self._last_progress: dict[str, str] = {}
@@ -55,13 +100,15 @@ class PlainPrinter:
             print(line, file=self.out, flush=True)
 
     def format(self, ev: dict) -> str | None:
+        if self.verbosity == QUIET and not self._shown_when_quiet(ev):
+            return None
         t = ev.get("type")
         if t == "session_start":
             return f"session: model {ev.get('model')}, hosts {', '.join(ev.get('hosts', [])) or '-'}" + (
                 " (dry run)" if ev.get("plan") else "")
         if t == "model_response":
             parts = []
-            if ev.get("text"):
+            if ev.get("text") and self.verbosity != QUIET:
                 text = ev["text"].strip() if self.full_text else _short(ev["text"], 400)
                 parts.append(f"model: {text}")
             n = len(ev.get("tool_calls") or [])
@@ -85,14 +132,27 @@ class PlainPrinter:
             stream = self._streams.pop(ev.get("call_id", ""), None)
             rest = stream.finish() if stream is not None else []
             status = ev.get("status")
-            extra = f": {_short(ev.get('error') or ev.get('content', ''), 120)}" if status not in ("ok",) else ""
-            line = f"  = {ev['tool']} {status} in {ev.get('duration_s', 0):.2f}s{extra}"
             data = ev.get("data") if isinstance(ev.get("data"), dict) else {}
-            failed = isinstance(data.get("exit_code"), int) and data["exit_code"] != 0
+            failed = command_failed(ev)
+            # A failure's cause is at the end of what it said (pip's resolver, nvcc): its last lines.
+            extra = ""
+            if status != "ok" or failed:
+                width = 10 * self.ERROR_WIDTH if self.verbosity == VERBOSE else self.ERROR_WIDTH
+                said = [f"exit {data['exit_code']}"] if failed else []
+                said += [cause] if (cause := failure_cause(ev, width)) else []
+                extra = ": " + ": ".join(said) if said else ""
+            line = f"  = {ev['tool']} {status} in {ev.get('duration_s', 0):.2f}s{extra}"
             rows = result_rows(ev.get("tool", ""), data) if status == "ok" and not failed else None
-            if rows:  # the facts that matter, a line each; the whole result is in the transcript
+            if rows and self.verbosity != QUIET:  # the facts that matter, a line each; the whole result is kept
                 line += "".join(f"\n    {label}: {value}" for label, value in rows)
-            return "\n".join([*(f"    | {r}" for r in rest), line]) if rest and self.live else line
+            fold = self._folds.pop(ev.get("call_id", ""), None)
+            if not self.live:
+                return line
+            if fold is not None:
+                rest = [*(fold.take(rest)), *fold.held]
+                if fold.hidden:
+                    rest.insert(len(rest) - len(fold.held), fold_note(fold.hidden, data))
+            return "\n".join([*(f"    | {r}" for r in rest), line]) if rest else line
         if t == "backup":
             return f"  backup {ev['backup_id']} of {ev['host']} verified ({ev.get('package_count')} packages)"
         if t == "host_key_trusted":
@@ -103,7 +163,10 @@ class PlainPrinter:
             stream = self._streams.get(call_id)
             if stream is None:
                 stream = self._streams[call_id] = StreamRedactor(self.redactor)
-            return "\n".join(f"    | {line}" for line in stream.feed(str(ev.get("text", "")))) or None
+            lines = stream.feed(str(ev.get("text", "")))
+            if self.verbosity != VERBOSE:  # the first lines now, the last when it ends: see _Fold
+                lines = self._folds.setdefault(call_id, _Fold()).take(lines)
+            return "\n".join(f"    | {line}" for line in lines) or None
         if t == "progress" and self.live:
             label = self.redactor.text(progress_label(ev))
             # Only a change is worth a line: a download reporting every chunk would flood a log.
@@ -118,6 +181,22 @@ class PlainPrinter:
         if t == "session_end":
             return session_summary(ev)
         return None
+
+    @staticmethod
+    def _shown_when_quiet(ev: dict) -> bool:
+        """--quiet: each turn's line, refusals, failures, failed checks, the verdict and the closing line."""
+        t = ev.get("type")
+        if t == "model_response":
+            return bool(ev.get("tool_calls"))
+        if t == "decision":
+            return ev.get("verdict") == "deny"
+        if t == "tool_result":
+            return is_failure(ev)
+        if t == "tool_call":
+            return bool(ev.get("error"))
+        if t == "check":
+            return not ev.get("ok")
+        return t in ("model_error", "goal_result", "session_end")
 
 
 class JsonLines:
@@ -140,8 +219,9 @@ class PlainView(PlainPrinter):
 
     prompt_mark = ">"
 
-    def __init__(self, out: IO[str] | None = None, inp: IO[str] | None = None, redactor: Redactor | None = None):
-        super().__init__(out=out, live=True, full_text=True, redactor=redactor)
+    def __init__(self, out: IO[str] | None = None, inp: IO[str] | None = None, redactor: Redactor | None = None,
+                 verbosity: str | None = None):
+        super().__init__(out=out, live=True, full_text=True, redactor=redactor, verbosity=verbosity)
         self.inp = inp or sys.stdin
 
     @contextlib.contextmanager

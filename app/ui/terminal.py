@@ -22,8 +22,17 @@ from rich.text import Text
 
 from agent.record.redact import Redactor, StreamRedactor
 from app.ui.common import (
+    FOLD_HEAD,
+    FOLD_TAIL,
+    QUIET,
+    VERBOSE,
     OutputTail,
     check_line,
+    command_failed,
+    default_verbosity,
+    failure_cause,
+    fold_note,
+    is_failure,
     note_line,
     progress_label,
     progress_numbers,
@@ -69,6 +78,9 @@ class TerminalView:
 
     What is not recorded (live output, the model's streamed text, progress) and the chat's own
     lines are redacted here with `redactor`; recorded events arrive redacted already.
+
+    `verbosity` (app/ui/common.py): quiet prints each turn's summary, refusals, failures and the
+    verdict; normal folds a long output to its first and last lines; verbose prints all of it.
     """
 
     prompt_mark = "❯"
@@ -80,8 +92,9 @@ class TerminalView:
     REFRESH_PER_SECOND = 8
 
     def __init__(self, console: Console | None = None, use_readline_markers: bool = False,
-                 redactor: Redactor | None = None):
+                 redactor: Redactor | None = None, verbosity: str | None = None):
         self.console = console or Console()
+        self.verbosity = verbosity or default_verbosity()
         self.redactor = redactor or Redactor()
         self.use_readline_markers = use_readline_markers  # wrap prompt colours for GNU readline
         self.cancelling: Callable[[], bool] = lambda: False  # shown as "cancelling" while true
@@ -133,10 +146,28 @@ class TerminalView:
     def _tail(self, call_id: str) -> OutputTail:
         tail = self._outputs.get(call_id)
         if tail is None:
-            tail = self._outputs[call_id] = OutputTail(self.TAIL_LINES, self.redactor)
+            keep = None if self.verbosity == VERBOSE else max(self.TAIL_LINES, FOLD_HEAD + FOLD_TAIL)
+            tail = self._outputs[call_id] = OutputTail(keep, self.redactor, head=FOLD_HEAD)
         return tail
 
     def _renderables(self, ev: dict) -> list[RenderableType]:
+        shown = self._shown(ev)
+        if self.verbosity != QUIET:
+            return shown
+        t = ev["type"]
+        # --quiet: the state above is kept all the same; of what it draws, each turn's summary,
+        # refusals, failures, failed checks, the verdict and the closing line.
+        if t == "tool_result":
+            return shown if is_failure(ev) else shown[-1:] if shown and self._is_turn_summary(shown[-1]) else []
+        keep = {"decision": ev.get("verdict") == "deny", "check": not ev.get("ok"),
+                "tool_call": bool(ev.get("error"))}.get(t, t in ("model_error", "goal_result", "session_end"))
+        return shown if keep else []
+
+    @staticmethod
+    def _is_turn_summary(item: RenderableType) -> bool:
+        return isinstance(item, Text) and item.plain.startswith("  turn ")
+
+    def _shown(self, ev: dict) -> list[RenderableType]:
         t = ev["type"]
         if t == "session_start":
             plan = " · [cyan]dry run[/]" if ev.get("plan") else ""
@@ -213,7 +244,7 @@ class TerminalView:
         # Refused, skipped and malformed calls said everything in their panel already.
         if status not in ("refused", "skipped", "malformed"):
             data = ev.get("data") or {}
-            failed_command = isinstance(data.get("exit_code"), int) and data["exit_code"] != 0
+            failed_command = command_failed(ev)
             mark, style = ("✗", "red") if failed_command else STATUS_MARK.get(status, ("?", "white"))
             line = Text(f"  {mark} ", style=style)
             line.append(ev.get("tool", "?"), style="bold")
@@ -226,12 +257,17 @@ class TerminalView:
             out.append(line)
             rows = result_rows(ev.get("tool", ""), data) if status == "ok" and not failed_command else None
             if status in ("error", "crashed") and ev.get("error"):
-                out.append(Padding(Text(str(ev["error"]), style="red", overflow="fold"), (0, 0, 0, 4)))
+                # The cause is at the end of a long error (pip's resolver, nvcc): its last lines, or all of it.
+                error = str(ev["error"]) if self.verbosity == VERBOSE else failure_cause(ev, self._cause_width())
+                out.append(Padding(Text(error, style="red", overflow="fold"), (0, 0, 0, 4)))
+            elif failed_command and not (tail is not None and tail.count) and failure_cause(ev, 1):
+                out.append(Padding(Text(failure_cause(ev, self._cause_width()), style="red", overflow="fold"),
+                                   (0, 0, 0, 4)))
             elif rows:
                 # The facts that matter, a row each; the whole result is in the transcript.
                 out.append(Padding(_rows_grid(rows), (0, 0, 0, 4)))
             elif tail is not None and tail.count:
-                out.append(self._output_block(tail))
+                out.append(self._output_block(tail, data))
             elif status == "ok" and ev.get("content"):
                 # A tool without live output: the start of what the model reads, a line each.
                 lines = str(ev["content"]).splitlines()
@@ -243,13 +279,22 @@ class TerminalView:
             out.append(summary)
         return out
 
-    def _output_block(self, tail: OutputTail) -> RenderableType:
-        lines = tail.tail(self.TAIL_LINES)
+    def _cause_width(self) -> int:
+        return max(160, 3 * (self.console.width - 4))  # about three lines of the screen
+
+    def _output_block(self, tail: OutputTail, data: dict) -> RenderableType:
+        """A finished call's output: whole when verbose, else its first and last lines around a fold."""
         text = Text(overflow="fold", style="dim")
-        hidden = tail.count - len(lines)
-        if hidden > 0:
-            text.append(f"… {hidden} earlier lines (whole output in the transcript)\n", style="dim italic")
-        text.append("\n".join(lines))
+        if self.verbosity == VERBOSE:
+            text.append("\n".join(tail.tail(tail.count)))
+            return Padding(text, (0, 0, 0, 4))
+        first, hidden, last = tail.folded(FOLD_TAIL)
+        if first:
+            text.append("\n".join(first))
+        if hidden:
+            text.append(("\n" if first else "") + fold_note(hidden, data), style="dim italic")
+        if last:
+            text.append("\n" + "\n".join(last))
         return Padding(text, (0, 0, 0, 4))
 
     def _count_in_batch(self, ev: dict, status: str) -> RenderableType | None:

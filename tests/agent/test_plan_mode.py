@@ -88,3 +88,6 @@ def test_agent_run_plan_ends_with_what_a_real_run_would_do_and_exit_3_when_a_ste
     assert reasons[2].startswith("would be refused:")
     end = next(e for e in events if e["type"] == "goal_result")
     assert end["verdict"] == "dry run" and end["exit_code"] == 3
+    # The model is told it is a dry run and that only calls are checked: a played model, not told, wrote a plan.
+    first = srv.requests[0]["messages"][1]["content"]
+    assert "This is a dry run (--plan)" in first and "A written plan without the calls checks nothing" in first

@@ -241,17 +241,20 @@ def test_terminal_view_takes_output_from_many_threads_at_once():
             text = console.export_text()
         assert not view._outputs and not view._running
     assert not errors, errors
-    first_kept = lines_n - TerminalView.TAIL_LINES
+    from app.ui.common import FOLD_HEAD, FOLD_TAIL
+
+    folded = lines_n - FOLD_HEAD - FOLD_TAIL
+    expected = list(range(FOLD_HEAD)) + list(range(lines_n - FOLD_TAIL, lines_n))
     for i in range(threads_n):
-        # Each finished call leaves its last lines on screen, in order, and says how many were left out.
+        # Each finished call leaves its first and last lines on screen, in order, and says how many were folded.
         kept = [int(n) for n in re.findall(rf"\bt{i} line (\d+)\b", text)]
-        assert kept == list(range(first_kept, lines_n)), (i, kept)
-    assert text.count(f"… {first_kept} earlier lines") == threads_n
+        assert kept == expected, (i, kept)
+    assert text.count(f"… {folded} lines folded; whole output in the transcript") == threads_n
 
 
 def test_plain_printer_never_interleaves_lines_from_many_threads():
     out = io.StringIO()
-    printer = PlainPrinter(out=out, live=True)
+    printer = PlainPrinter(out=out, live=True, verbosity="verbose")
     threads_n, lines_n = 16, 200
 
     def emit_lines(i: int) -> None:
