@@ -18,6 +18,7 @@ canonical description). Every decision names the rule that made it.
 from __future__ import annotations
 
 import enum
+import json
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -54,8 +55,7 @@ class Decision:
     def message_for_model(self) -> str:
         """What the model reads when its call did not run."""
         if self.verdict is Verdict.SKIP:
-            return (f"skipped (dry run): would run on {self.host or '-'} as {self.risk.cls.value} "
-                    f"({self.risk.reason}); {self.reason}")
+            return f"skipped (dry run: nothing ran; a {self.risk.cls.value} step on {self.host or '-'}): {self.reason}"
         return f"refused by the safety layer [{self.rule}]: {self.reason}"
 
     def as_event(self) -> dict:
@@ -290,9 +290,22 @@ class SafetyPolicy:
                     + "; ".join(misses))
         kinds = [f"[{i}] {a.describe()}" for i, a in enumerate(self.authorizations)
                  if a.host in ("*", action.host)]
+        would = self._rule_that_covers(tool, action)
         if not kinds:
-            return f": the goal file authorizes nothing on {action.host}"
-        return f": none is for {tool} on {action.host}; the rules for this host are " + "; ".join(kinds)
+            return f": the goal file authorizes nothing on {action.host}" + would
+        return f": none is for {tool} on {action.host}; the rules for this host are " + "; ".join(kinds) + would
+
+    @staticmethod
+    def _rule_that_covers(tool: str, action: Action) -> str:
+        """The goal file rule that would cover this tool call, for the operator to add if they want it (a
+        shell command gets none: only exact commands can be authorized, and the report lists them)."""
+        if action.risk is None and action.workload is None:
+            return ""
+        args = {k: v for k, v in action.args.items() if action.defaults.get(k, object()) != v}
+        destructive = action.risk is not None and action.risk.cls is RiskClass.DESTRUCTIVE
+        rule = {"host": action.host, "tool": tool, **({"destructive": True} if destructive else {}),
+                **({"args": args} if args else {})}
+        return f"; the operator could add this rule to the goal file's authorizations: {json.dumps(rule)}"
 
     def _ask_operator(self, tool, action, risk, backup, verdict) -> Decision:
         backup_id = backup.backup_id if backup else None

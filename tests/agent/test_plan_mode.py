@@ -91,3 +91,28 @@ def test_agent_run_plan_ends_with_what_a_real_run_would_do_and_exit_3_when_a_ste
     # The model is told it is a dry run and that only calls are checked: a played model, not told, wrote a plan.
     first = srv.requests[0]["messages"][1]["content"]
     assert "This is a dry run (--plan)" in first and "A written plan without the calls checks nothing" in first
+
+
+def test_a_refusal_for_want_of_a_rule_names_the_rule_that_would_cover_the_call_and_that_rule_does():
+    import json
+
+    from agent.safety.ledger import BackupLedger
+    from tools.install_runfile import InstallRunfile
+
+    tool = InstallRunfile()
+    call = {"host": "sim", "runfile": "file:///srv/cuda_13.0.1_580.82.07_linux.run",
+            "checksum": "b17527a3800a58441fccd5606c97a594", "version": "13.0", "move_symlink": True}
+    action = tool.action(tool.parse_args(call))
+    refused = SafetyPolicy(scope={"sim"}, mode="scripted").decide(tool.name, action)
+    said = refused.reason.split("the operator could add this rule to the goal file's authorizations: ", 1)[1]
+    rule = json.JSONDecoder().raw_decode(said)[0]
+    assert rule == {"host": "sim", "tool": "install_runfile", "destructive": True,
+                    "args": {"version": "13.0", "runfile": call["runfile"], "move_symlink": True}}
+    ledger = BackupLedger()
+    gate = SafetyPolicy(scope={"sim"}, mode="scripted", ledger=ledger, authorizations=[Authorization(**rule)])
+    from agent.safety.ledger import BackupRecord
+
+    ledger.register(BackupRecord(backup_id="sim-1", host="sim", kind="pip-freeze", target="/opt/venv/bin/python",
+                            created_at=0.0, remote_dir="/var/tmp/b", local_dir=None, files={}, verified=True,
+                            package_count=1))
+    assert gate.decide(tool.name, action).verdict is Verdict.ALLOW
