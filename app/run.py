@@ -110,7 +110,8 @@ def run_goal(args) -> int:
         view = JsonLines() if args.json else make_view(verbosity=getattr(args, "verbosity", None))
         built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,
                               plan=args.plan, budget=goal_budget(goal), transcript=path, listeners=[view],
-                              start_info={"goal": goal.goal, "goal_file": str(args.goal), "command": "run"})
+                              start_info={"goal": goal.goal, "goal_file": str(Path(args.goal).absolute()),
+                                          "command": "run"})
     with busy(view):
         code, unreached = execute_goal(goal, built.session)
     report = build_report(path)  # read once, for the report file and the claims check alike
