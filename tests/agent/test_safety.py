@@ -221,7 +221,10 @@ def test_plan_runs_read_only_steps_and_reports_the_rest_as_would_run(tmp_path):
     assert [(x["verdict"], x["rule"]) for x in d] == [("allow", "read-only"), ("skip", "plan")]
     results = [e for e in evs if e["type"] == "tool_result"]
     assert results[0]["status"] == "ok"
-    assert results[1]["status"] == "skipped" and results[1]["content"].startswith("skipped (dry run): would run")
+    # Covered by the rule, but no backup is taken or planned before it: a real run would refuse it, and says so.
+    assert results[1]["status"] == "skipped" and results[1]["content"].startswith(
+        "skipped (dry run: nothing ran; a mutating step on h1): would be refused: authorizations[0]")
+    assert "run pip_freeze_backup first, then the same call would pass" in results[1]["content"]
     assert [e["tool"] for e in evs if e["type"] == "tool_start"] == ["echo"]
 
 
