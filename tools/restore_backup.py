@@ -236,6 +236,11 @@ class RestoreBackup(Tool):
         now = read_host_system_state(host, ctx)
         if not args.system:
             return [], system_diff(backed_up, now)
+        if not (backed_up.complete and now.complete):
+            which = "the backup's" if not backed_up.complete else "the host's current"
+            raise ToolError(f"{which} reading of the system state is incomplete, so what was installed since cannot "
+                            "be told apart: the Python environment was restored; the system state was not changed, "
+                            "roll it back by hand")
         rollback = system_rollback(backed_up, now)
         for command in rollback.commands:
             ctx.emit("progress", {"step": command})

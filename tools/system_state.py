@@ -26,7 +26,7 @@ SCRIPT = (
     + " ".join(shlex.quote(p) for p in PACKAGE_PATTERNS)
     + " 2>/dev/null | awk -F'\\t' '$1 ~ /^ii/ {print \"package\\t\" $2 \"\\t\" $3}'; "
     'printf "driver\\t%s\\n" "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null '
-    '| head -n 1)"; true'
+    '| head -n 1)"; printf "end\n"'
 )
 
 
@@ -36,12 +36,17 @@ class SystemState:
     cuda_link: str = ""
     packages: dict[str, str] = field(default_factory=dict)  # name -> version
     driver: str = ""
+    # The reading ran to its end ("end" line): a rollback removes toolkits the backup did not list, so it never
+    # works from a reading that may have stopped half-way (an empty list would mean "remove them all").
+    complete: bool = False
 
     def text(self) -> str:
         lines = [f"toolkit\t{p}\t{t}" for p, t in sorted(self.toolkits.items())]
         lines.append(f"cuda_link\t{self.cuda_link}")
         lines += [f"package\t{n}\t{v}" for n, v in sorted(self.packages.items())]
         lines.append(f"driver\t{self.driver}")
+        if self.complete:
+            lines.append("end")
         return "\n".join(lines) + "\n"
 
 
@@ -58,6 +63,8 @@ def parse_system_state(text: str) -> SystemState:
             state.packages[parts[0]] = parts[1]
         elif kind == "driver":
             state.driver = parts[0].strip()
+        elif kind == "end":
+            state.complete = True
     return state
 
 

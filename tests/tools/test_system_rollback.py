@@ -90,4 +90,32 @@ def test_the_system_rollback_moves_the_link_before_removing_toolkits_and_leaves_
     assert plan.by_hand == ["+ package cuda-toolkit-13-0 13.0.1-1 (not in the backup)",
                             "~ driver 590.48.01 (now 595.10)"]
     assert parse_system_state(before.text()) == before
+    assert not before.complete and parse_system_state(before.text() + "end\n").complete
     assert system_diff(before, before) == []
+
+
+def test_a_system_reading_that_stopped_half_way_is_never_rolled_back_from(tmp_path):
+    """An empty toolkit list from a reading cut short would mean 'remove every toolkit': refused instead."""
+    sim = build_sim(tmp_path / "gpu")
+    pool = HostPool([sim.host_spec()])
+    try:
+        ctx = ToolContext(hosts=pool, artifacts=ArtifactStore(tmp_path / "t.artifacts"), store={})
+        b = call(PipFreezeBackup(), ctx, host="sim")
+        assert parse_system_state((tmp_path / b.local_dir / "system.txt").read_text()).complete
+        ctx.known_backup = lambda backup_id: None  # checked against the host's own sums only
+        remote = sim.sys_path(b.remote_dir)
+        (remote / "system.txt").write_text("cuda_link\t/usr/local/cuda-12.8\n")  # cut short: no toolkits, no end
+        import hashlib
+        import json
+
+        manifest = json.loads((remote / "manifest.json").read_text())
+        manifest["files"]["system.txt"] = hashlib.sha256((remote / "system.txt").read_bytes()).hexdigest()
+        (remote / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        sums = "".join(f"{hashlib.sha256((remote / n).read_bytes()).hexdigest()}  {n}\n"
+                       for n in sorted(p.name for p in remote.iterdir() if p.name != "SHA256SUMS"))
+        (remote / "SHA256SUMS").write_text(sums)
+        with pytest.raises(ToolError, match="reading of the system state is incomplete"):
+            call(RestoreBackup(), ctx, host="sim", backup_id=b.backup_id, system=True)
+        assert sim.sys_path("/usr/local/cuda-12.8/bin/nvcc").exists(), "nothing was removed"
+    finally:
+        pool.close()
