@@ -23,7 +23,6 @@ What a resume does, in order:
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from agent.errors import SessionConfigError, interruption_reason
@@ -148,9 +147,8 @@ def _plain(value):
 
 
 def _go_on(args, part: Part, goal: Goal, rebuilt: Rebuilt) -> int:
-    from agent.report import check_claims, write_report  # lazy: per command
     from agent.session_builder import build_session, goal_budget, make_model  # lazy: per command
-    from app.run import busy, trust_flagged_keys  # lazy: per command
+    from app.run import busy, print_ending, trust_flagged_keys  # lazy: per command
     from app.ui import JsonLines, make_view  # lazy: per command
 
     start = part.events[0]
@@ -166,13 +164,7 @@ def _go_on(args, part: Part, goal: Goal, rebuilt: Rebuilt) -> int:
                                       "resumes": part.link()})
     with busy(view):
         code, unreached = _execute(goal, built.session, part, rebuilt)
-    report = write_report(path)
-    for problem in unreached:
-        print(f"agent: {problem.problem}", file=sys.stderr)
-    if not args.json:
-        for line in check_claims(path).lines():
-            print(line, file=sys.stderr)
-        print(f"transcript: {path} (resumes {part.path})\nreport:     {report}", file=sys.stderr)
+    print_ending(path, unreached, args.json, resumes=part.path)
     return code
 
 

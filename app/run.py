@@ -114,16 +114,22 @@ def run_goal(args) -> int:
                                           "command": "run"})
     with busy(view):
         code, unreached = execute_goal(goal, built.session)
+    print_ending(path, unreached, args.json)
+    return code
+
+
+def print_ending(path: Path, unreached: list[Unreached], json_out: bool, resumes: Path | None = None) -> None:
+    """After a run (or a resumed one): the report file, the hosts not reached, the claims check, where both lie."""
     report = build_report(path)  # read once, for the report file and the claims check alike
     report_file = write_report(path, report)
     for problem in unreached:
         print(f"agent: {problem.problem}", file=sys.stderr)
-    if not args.json:
+    if not json_out:
         # The model's final answer is its own words: what it says is compared with what was measured.
         for line in check_report(report).lines():
             print(line, file=sys.stderr)
-        print(f"transcript: {path}\nreport:     {report_file}", file=sys.stderr)
-    return code
+        also = f" (resumes {resumes})" if resumes else ""
+        print(f"transcript: {path}{also}\nreport:     {report_file}", file=sys.stderr)
 
 
 @contextlib.contextmanager
