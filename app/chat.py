@@ -174,6 +174,8 @@ class TerminalApprover:
         """Every answer goes into the session's transcript, by the operator, with their words if they gave any."""
         def record(req: ApprovalRequest, reply: Reply) -> None:
             words = {"reason": reply.reason} if isinstance(reply, Declined) else {}
+            if req.undo is not None:  # what the operator was told would undo the step
+                words |= {"undone_by": req.undo.backup.backup_id if req.undo.backup else None, "undo": req.undo.says}
             session.emit("approval", host=req.host, tool=req.tool, subject=req.subject,
                          answer=answer_of(reply).value, by="operator", **words)
 

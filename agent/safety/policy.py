@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol
 
 from agent.safety.authorizations import Authorization, closest
 from agent.safety.classifier import classify, classify_workload
+from agent.safety.coverage import Cover, what_undoes
 from agent.safety.ledger import BackupLedger
 from tools.base import Action, BackupRecord, Risk, RiskClass
 from tools.hosts import command_subject
@@ -82,7 +83,8 @@ class ApprovalRequest:
     tool: str
     subject: str
     risk: Risk
-    backup: BackupRecord | None
+    backup: BackupRecord | None  # the host's latest verified backup, which lets the gate ask at all
+    undo: Cover | None = None  # which backup really undoes the step, and how; or that none does
 
 
 @dataclass(frozen=True)
@@ -316,7 +318,9 @@ class SafetyPolicy:
         if self.approver is None:
             return verdict(Verdict.DENY, risk, "no-approver", "no operator is attached to approve it",
                            backup_id=backup_id)
-        reply = self.approver.ask(ApprovalRequest(action.host, tool, action.subject, risk, backup))
+        backups = [b for b in self.ledger.all() if b.verified and b.host == action.host]
+        undo = what_undoes(tool, action, risk, backups)
+        reply = self.approver.ask(ApprovalRequest(action.host, tool, action.subject, risk, backup, undo))
         answer = getattr(reply, "answer", reply)
         said = " ".join(str(getattr(reply, "reason", "") or "").split())
         if answer is ApprovalAnswer.YES_SESSION and risk.cls is RiskClass.MUTATING:

@@ -91,14 +91,24 @@ def approval_rows(request: ApprovalRequest) -> list[tuple[str, str]]:
     if r.risk.decoded:
         rows.append(("decoded", r.risk.decoded))
     rows.append(("class", f"{r.risk.cls.value}: {r.risk.reason} [{r.risk.rule}]"))
-    if r.backup is not None:
-        b = r.backup
-        taken = time.strftime("%H:%M:%S", time.localtime(b.created_at))
-        count = f", {b.package_count} packages" if b.package_count is not None else ""
-        rows.append(("backup", f"{b.backup_id} ({b.kind}{count}, taken {taken})"))
+    undo = r.undo
+    if undo is not None and undo.backup is not None:
+        rows.append(("backup", _backup_line(undo.backup)))
+    elif undo is not None:
+        # The gate needed some backup to ask at all; it is named, with the warning that it does not undo this.
+        rows.append(("backup", "none undoes this step" + (f" ({_backup_line(r.backup)} does not)" if r.backup
+                                                          else "")))
     else:
-        rows.append(("backup", "none"))
+        rows.append(("backup", _backup_line(r.backup) if r.backup is not None else "none"))
+    if undo is not None:
+        rows.append(("undo", undo.says))
     return rows
+
+
+def _backup_line(b) -> str:
+    taken = time.strftime("%H:%M:%S", time.localtime(b.created_at))
+    count = f", {b.package_count} packages" if b.package_count is not None else ""
+    return f"{b.backup_id} ({b.kind}{count} of {b.target}, taken {taken})"
 
 
 def redacted_card(redactor: Redactor, title: str, rows: list[tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:

@@ -152,7 +152,9 @@ def test_sim_build_shows_progress_results_read_well_and_panels_survive_ctrl_c(st
         term.expect("❯ ")
 
         term.line("install requests")
-        term.expect("approve? [y/n/s]")
+        card = flat(term.expect("approve? [y/n/s]"))
+        # The panel names the backup that undoes the step, and how far it can be trusted to.
+        assert flat("restore_backup sim-") in card and flat("if that is the `pip` this command finds first") in card
         term.type("half an answ")  # typed, not sent: then Ctrl-C, once it is on the screen, as a person would.
         # Not in the same instant: the kernel drops unread typing at a Ctrl-C, and readline, told a key was
         # there, then waits inside its own read, where Python cannot run the Ctrl-C's handler until a key.
@@ -170,6 +172,8 @@ def test_sim_build_shows_progress_results_read_well_and_panels_survive_ctrl_c(st
         term.type("\x04")
         assert term.wait() == 0
     path = tmp_path / "chat.jsonl"
+    (approval,) = events(path, "approval")
+    assert approval["undone_by"].startswith("sim-") and approval["undo"].startswith("restore_backup sim-")
     (inspected,) = [r for r in events(path, "tool_result") if r["tool"] == "inspect_host"]
     assert json.loads(inspected["content"])["gpu_count"] == 8  # the model read the whole result, as before
 
