@@ -126,6 +126,10 @@ class ToolUnavailable(ToolError):
     so the call is no failed step; the session goes on without it."""
 
 
+# Set for every pip command the tools run: no version check, no prompt, no colour codes in what is recorded.
+PIP_ENV = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_NO_COLOR": "1"}
+
+
 class BackupRecord(BaseModel):
     """A verified backup, as the safety layer's ledger keeps it.
 
@@ -143,6 +147,9 @@ class BackupRecord(BaseModel):
     files: dict[str, str] = Field(default_factory=dict)  # file name -> sha256
     verified: bool = False
     package_count: int | None = None
+    # Whether a restore could fetch every pin again, as the backup's rehearsal found (None: not rehearsed).
+    rehearsed: bool | None = None
+    rehearsal: str | None = None
 
 
 # --------------------------------------------------------------------------- context

@@ -20,16 +20,28 @@ import secrets
 import shlex
 import tarfile
 import time
+from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from tools.base import Action, BackupRecord, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError, sha256_hex
+from tools.base import (
+    PIP_ENV,
+    Action,
+    BackupRecord,
+    Risk,
+    RiskClass,
+    StrictArgs,
+    Tool,
+    ToolContext,
+    ToolError,
+    sha256_hex,
+)
 from tools.hosts import Host, HostError
+from tools.restore_plan import KEEP, RestorePlan, fetch_problem, restore_plan
 from tools.system_state import SCRIPT as SYSTEM_SCRIPT
 from tools.system_state import parse_system_state
 
 BACKUP_ROOT = "/var/tmp/upgrade-agent/backups"
-PIP_ENV = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_NO_COLOR": "1"}
 
 # Wheels with a local version (+cu130) come from their project's own index, not PyPI.
 # PyTorch's index is public and stable; others are taken from the environment's pip config.
@@ -97,6 +109,39 @@ def index_for(name: str, version: str, configured: list[str]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Rehearsal:
+    ok: bool | None  # None: not rehearsed (not asked for, or this pip cannot resolve without installing)
+    says: str
+
+
+def rehearse(ctx: ToolContext, host: Host, python: str, pip_version: str, freeze: str,
+             indexes: dict[str, str | None]) -> Rehearsal:
+    """A restore rehearsed before any change needs one: could every pin be fetched again from the indexes a
+    restore would use? pip resolves them (--dry-run, pip 22.2 and later) and installs nothing. A dry run in
+    the environment itself shows as much as one in a scratch venv would, without creating one; a real install
+    into a scratch venv would download a GPU stack's gigabytes of wheels."""
+    want = {name: line for name, line in parse_freeze(freeze).items() if name not in KEEP}
+    if not want:
+        return Rehearsal(None, "nothing to rehearse: the environment has only pip, setuptools and wheel")
+    version = re.match(r"pip (\d+)\.(\d+)", pip_version)
+    if version is None or (int(version[1]), int(version[2])) < (22, 2):
+        return Rehearsal(None, f"not rehearsed: {pip_version.split(' from ')[0] or 'this pip'} is older than 22.2 "
+                               "and cannot resolve without installing")
+    started = time.monotonic()
+    plan = restore_plan(python, want, indexes, "", have={})
+    # One install per index, as a restore runs them; each resolved at the same time as the others.
+    one_each = [RestorePlan(uninstall=[], install=[], commands=[c]) for c in plan.commands]
+    with cf.ThreadPoolExecutor(max_workers=len(one_each)) as pool:
+        found = list(pool.map(lambda p: fetch_problem(ctx, host, p, None), one_each))
+    problem = next((p for p in found if p is not None), None)
+    took = f"{time.monotonic() - started:.1f}s"
+    if problem is not None:
+        return Rehearsal(False, f"{problem} ({took})")
+    return Rehearsal(True, f"every one of the {len(want)} pins can be fetched again from the indexes a restore "
+                           f"uses (pip resolved them without installing, {took})")
+
+
 class PipFreezeBackup(Tool):
     """Back up a Python environment on a host, verified; required before any change to that host.
 
@@ -109,6 +154,9 @@ class PipFreezeBackup(Tool):
     by sha256, and registered: mutating or destructive steps on a host are refused until a verified
     backup of it exists. Returns the backup id (restore_backup takes it), the package count and paths.
     `python`: the interpreter or venv python to back up (default: the host's configured one, else python3).
+    The rollback is rehearsed before any change needs it: pip resolves every pin of the freeze (pip, setuptools
+    and wheel aside) from the indexes a restore would use, without installing anything, and `rehearsal` says
+    whether a restore could fetch them all (if not: give restore_backup an index_url that holds them).
     Taking a backup needs no approval: it writes only its own new directory.
     """
 
@@ -118,6 +166,8 @@ class PipFreezeBackup(Tool):
     class Args(StrictArgs):
         host: str = Field(description="host in this session")
         python: str | None = Field(default=None, description="interpreter to back up, e.g. /opt/venv/bin/python")
+        rehearse: bool = Field(default=True, description=(
+            "check that a restore could fetch every pin again (pip resolves them without installing)"))
 
     class Result(BaseModel):
         backup_id: str
@@ -132,6 +182,7 @@ class PipFreezeBackup(Tool):
         local_version_indexes: dict[str, str | None]
         warnings: list[str]
         verified: bool
+        rehearsal: str = Field(default="", description="whether a restore could fetch every pin, as pip found")
         backup: BackupRecord
 
     def action(self, args) -> Action:
@@ -224,9 +275,16 @@ class PipFreezeBackup(Tool):
         sums["SHA256SUMS"] = sha256_hex(files["SHA256SUMS"])
 
         remote = backup_dir(backup_id)
-        ctx.emit("progress", {"step": "writing", "dir": remote})
-        self._write_remote(host, remote, files)
-        check = host.run(f"cd {shlex.quote(remote)} && sha256sum -c --strict SHA256SUMS", timeout=120)
+        # The rehearsal needs only the pins, so pip resolves them while the backup is written and checked.
+        with cf.ThreadPoolExecutor(max_workers=1) as pool:
+            rehearsed = pool.submit(rehearse, ctx, host, py, results["pip-version.txt"].stdout.strip(),
+                                    freeze, indexes) if args.rehearse else None
+            ctx.emit("progress", {"step": "writing", "dir": remote})
+            self._write_remote(host, remote, files)
+            check = host.run(f"cd {shlex.quote(remote)} && sha256sum -c --strict SHA256SUMS", timeout=120)
+            rehearsal = rehearsed.result() if rehearsed is not None else Rehearsal(None, "not asked for")
+        if rehearsal.ok is False:
+            warnings.append(f"a rollback could not be rehearsed: {rehearsal.says}")
         if not check.ok:
             raise ToolError(f"backup written to {remote} on {args.host} but it does not read back intact: "
                             f"{(check.stdout + check.stderr).strip()[-400:]}")
@@ -242,11 +300,12 @@ class PipFreezeBackup(Tool):
         # local_rel is relative to the transcript's folder: a transcript moved with its artifacts still finds it.
         record = BackupRecord(backup_id=backup_id, host=args.host, kind="pip-freeze", target=py, created_at=created,
                               remote_dir=remote, local_dir=local_rel, files=sums,
-                              verified=True, package_count=len(listed))
+                              verified=True, package_count=len(listed), rehearsed=rehearsal.ok,
+                              rehearsal=rehearsal.says)
         return self.Result(backup_id=backup_id, host=args.host, python=py, python_version=python_version,
                            pip_version=pip_version, package_count=len(listed), remote_dir=remote,
                            local_dir=record.local_dir, files=sums, local_version_indexes=indexes,
-                           warnings=warnings, verified=True, backup=record)
+                           warnings=warnings, verified=True, rehearsal=rehearsal.says, backup=record)
 
     @staticmethod
     def _write_remote(host: Host, remote: str, files: dict[str, bytes]) -> None:

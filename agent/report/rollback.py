@@ -12,7 +12,7 @@ import re
 import shlex
 
 from agent.report.data import PackageDiff, Report, ToolkitView
-from tools.restore_backup import restore_plan
+from tools.restore_plan import restore_plan
 
 
 def package_rollback(diff: PackageDiff) -> list[str]:

@@ -4,7 +4,8 @@ The gate asks for any verified backup of the host before a change; that is a rul
 promise that the backup undoes the change. The approval panel says which backup undoes this step, and
 how, or that none does:
 
-- a pip-freeze backup puts one interpreter's packages back (restore_backup);
+- a pip-freeze backup puts one interpreter's packages back (restore_backup), as far as its rehearsal found
+  every pin can be fetched again;
 - its system reading lets restore_backup system=true remove the CUDA toolkits installed since and put
   the `cuda` link back; system packages and the driver it records and compares, but does not put back;
 - no backup holds a toolkit's files: a removed toolkit comes back only from its installer.
@@ -73,10 +74,20 @@ def _python(interpreter: str | None, freezes: list[BackupRecord], typed: bool) -
             taken = ", ".join(sorted({b.target for b in freezes}))
             return Cover(None, f"nothing: no backup is of {interpreter} (backed up: {taken})")
         b = same[-1]
-        return Cover(b, f"restore_backup {b.backup_id} puts the packages of {b.target} back as they were")
+        return Cover(b, f"restore_backup {b.backup_id} puts the packages of {b.target} back as they were"
+                        + _rehearsed(b))
     b = freezes[-1]
     which = "the host's default interpreter" if typed else "the `pip` this command finds first on PATH"
-    return Cover(b, f"restore_backup {b.backup_id} puts the packages of {b.target} back, if that is {which}")
+    return Cover(b, f"restore_backup {b.backup_id} puts the packages of {b.target} back, if that is {which}"
+                    + _rehearsed(b))
+
+
+def _rehearsed(b: BackupRecord) -> str:
+    if b.rehearsed is True:
+        return "; rehearsed: every pin can be fetched again"
+    if b.rehearsed is False:
+        return "; but its rehearsal found pins a restore could not fetch: it needs an index_url that holds them"
+    return ""
 
 
 def _area(tool: str, risk: Risk, words: list[str]) -> str | None:

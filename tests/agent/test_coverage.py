@@ -70,6 +70,16 @@ def test_a_pip_change_names_the_backup_of_its_own_environment_not_the_latest_one
     assert elsewhere.undo.says == f"nothing: no backup is of /srv/other/bin/python (backed up: {VENV})"
 
 
+def test_the_panel_says_whether_the_backups_rollback_was_rehearsed():
+    found = backup("bk-1").model_copy(update={"rehearsed": False})
+    request = shell("/opt/torch/.venv/bin/python -m pip install x", found)
+    assert request.undo.says.endswith("but its rehearsal found pins a restore could not fetch: it needs an "
+                                      "index_url that holds them")
+    fine = backup("bk-2").model_copy(update={"rehearsed": True})
+    assert shell("/opt/torch/.venv/bin/pip install x", fine).undo.says.endswith(
+        "; rehearsed: every pin can be fetched again")
+
+
 def test_a_bare_pip_is_covered_only_if_it_is_the_backed_up_one_and_the_panel_says_that():
     request = shell("pip install requests", backup("bk-1"))
     assert request.undo.backup.backup_id == "bk-1"

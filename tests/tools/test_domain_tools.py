@@ -99,6 +99,10 @@ def test_backup_is_verified_registered_and_restore_brings_back_the_exact_set(sim
     assert b.local_version_indexes["torch==2.10.0+cu128"] == sim.index_urls["cu128"]
     sums = dict(line.split()[::-1] for line in (sim.sys_path(b.remote_dir) / "SHA256SUMS").read_text().splitlines())
     assert set(sums) >= {"freeze.txt", "list.json", "indexes.json", "manifest.json", "python.txt"}
+    # Its rollback was rehearsed: every pin but pip's own can be fetched again (pip resolved them, installed none).
+    pins = len([ln for ln in before.splitlines() if ln.split("==")[0] not in ("pip", "setuptools", "wheel")])
+    assert b.backup.rehearsed is True and b.rehearsal.startswith(f"every one of the {pins} pins can be fetched")
+    assert host.run(f"{sim.python} -m pip freeze --all").stdout == before
 
     # Change the environment: torch to cu130 and one extra package.
     up = host.run(f"{sim.python} -m pip install --no-deps --index-url {sim.index_urls['cu130']} "

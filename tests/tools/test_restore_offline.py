@@ -41,6 +41,9 @@ def test_a_restore_that_cannot_fetch_its_pins_changes_nothing_and_says_to_give_i
         ctx = ToolContext(hosts=pool, artifacts=ArtifactStore(tmp_path / "t.artifacts"), store={})
         b = call(PipFreezeBackup(), ctx, host="sim")
         ctx.known_backup = {b.backup_id: b.backup}.get
+        # The rollback was rehearsed before any change: it would fail, and the backup says so, with what to give.
+        assert b.backup.rehearsed is False and "cannot be fetched" in b.rehearsal and "give index_url" in b.rehearsal
+        assert any(w.startswith("a rollback could not be rehearsed: ") for w in b.warnings)
         before = host.run(f"{sim.python} -m pip freeze --all").stdout
         # The change: vllm goes, torch and sgl-kernel move to their cu130 builds, and a package the backup did
         # not have comes in.
