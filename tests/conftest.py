@@ -20,7 +20,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tools.hosts import HostPool, HostSpec, SSHSettings  # noqa: E402
 
+import tiers  # noqa: E402
 from sshd import SSHD, SSHD_BINARY, keygen, unique_marker  # noqa: E402
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects: the slow tier's marks must be on the items by then
+def pytest_collection_modifyitems(config, items):
+    tiers.mark_and_select(config, items)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    tiers.summary(terminalreporter)
 
 
 def _need_sshd() -> None:
