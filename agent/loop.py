@@ -422,7 +422,7 @@ class Session:
     def resume_from(self, state: dict) -> None:
         """Go on from an earlier part of this conversation (agent resume): its messages after the system
         prompt, its backups that were checked again on their hosts, its changes whose outcome is unknown,
-        and the benchmark labels its tools kept. Recorded as one `resumed` event, from which a replay of
+        the benchmark labels its tools kept, and (a chat) the approvals for the session the operator carried over. Recorded as one `resumed` event, from which a replay of
         this transcript restores the same state without reading the earlier file."""
         self.emit("resumed", **state)
         for message in state.get("messages", []):
@@ -433,6 +433,8 @@ class Session:
             self.unknown_outcomes[(change["tool"], change["host"], change["args_digest"])] = change["call_id"]
         for key, value in (state.get("store") or {}).items():
             self.store[key] = value
+        for tool, host, subject in state.get("session_approvals", []):  # a chat's, as the operator confirmed them
+            self.gate.carry_session_approval(tool, host, subject)
 
     # ------------------------------------------------------------------ closing
 

@@ -233,13 +233,14 @@ KEYS = "Ctrl-C cancels a running request · Ctrl-C or Ctrl-D at the prompt leave
 
 class Chat:
     def __init__(self, session: Session, view, ctrl_c: CtrlC, transcript: Path | None,
-                 models: "ChatModels | None" = None):
+                 models: "ChatModels | None" = None, before_prompt: Callable[["Chat"], None] | None = None):
         self.session = session
         self.view = view
         self.ctrl_c = ctrl_c
         self.transcript = transcript
         self.models = models
-        # Said to the model with the next request (a host the operator added).
+        self.before_prompt = before_prompt
+        # Said to the model with the next request (a host the operator added; where a resumed session stands).
         self.pending_notes: list[str] = []
         # Tokens per model, from each answer as the loop records it (the model answering at that time).
         self.usage = UsageTotals()
@@ -260,6 +261,8 @@ class Chat:
         with self.session.closing():
             try:
                 self.reach_ssh_hosts()
+                if self.before_prompt is not None:
+                    self.before_prompt(self)
                 while True:
                     try:
                         line = self.view.read_line(self.prompt)
@@ -603,7 +606,14 @@ def sim_building(names: list[str]) -> tuple[str, str]:
 
 
 def run_chat(args) -> int:
+    entries: list[HostEntry] = [host_entry_from_flag(h, args.trust_host_key) for h in args.host]
+    return start_chat(args, entries, {"command": "chat"})
 
+
+def start_chat(args, entries: list[HostEntry], start_info: dict, sims: dict | None = None,
+               before_prompt: Callable[["Chat"], None] | None = None) -> int:
+    """A chat on these hosts until the operator leaves; `before_prompt` runs once the hosts are reached
+    (agent resume: the stopped session's state, checked again, and the operator's word on its approvals)."""
     try:
         price = configured_price()
     except ValueError as e:
@@ -611,25 +621,25 @@ def run_chat(args) -> int:
     # `--plain` forces plain lines; without the flag they are chosen when output is not a terminal.
     view = make_view(plain=getattr(args, "plain", False), use_readline_markers=_line_editing(),
                      verbosity=getattr(args, "verbosity", None))
-    entries: list[HostEntry] = [host_entry_from_flag(h, args.trust_host_key) for h in args.host]
     ctrl_c = CtrlC()
     retries = RetryNotes(ctrl_c)
     models = ChatModels(args.base_url, args.model_timeout, retries, price)
     model = StopsOnCtrlC(models.make(args.model), ctrl_c)
     path = Path(args.transcript) if args.transcript else new_transcript_path("chat")
     approver = TerminalApprover(view=view, ctrl_c=ctrl_c)
-    sims = [e.name for e in entries if e.transport == "sim"]
+    fresh = [e.name for e in entries if e.transport == "sim" and e.name not in (sims or {})]
     # A simulated host takes seconds to build (the first one much longer): say so rather than show nothing.
-    building = view.working(*sim_building(sims)) if sims else contextlib.nullcontext()
+    building = view.working(*sim_building(fresh)) if fresh else contextlib.nullcontext()
     with building:
-        built = build_session(hosts=entries, model=model, mode="interactive", approver=approver, plan=args.plan,
-                              transcript=path, listeners=[view], start_info={"command": "chat"})
+        built = build_session(hosts=entries, model=model, mode="interactive", approver=approver,
+                              plan=getattr(args, "plan", False), transcript=path, listeners=[view],
+                              start_info=start_info, sims=sims)
     session = built.session
     ctrl_c.session = retries.session = session
     if isinstance(view, TerminalView):
         view.cancelling = lambda: session.batches.cancel.is_set()  # the current request's flag
     approver.record_in(session)
-    return Chat(session, view, ctrl_c, path, models).run()
+    return Chat(session, view, ctrl_c, path, models, before_prompt).run()
 
 
 def _line_editing() -> bool:

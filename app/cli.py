@@ -338,20 +338,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_context_flag(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("resume", help="go on with a run that was stopped (Ctrl-C, a signal, a crash, a kill)",
+    p = sub.add_parser("resume", help="go on with a run that was stopped (Ctrl-C, a signal, a crash, a kill), "
+                                      "or with a chat",
                        description=_para("Go on with the scripted run recorded in TRANSCRIPT. The hosts are reached "
                                          "and inspected again first, its backups are read back on their hosts, and "
                                          "the goal file must still say what it said. A change that was running when "
                                          "the run stopped is never run again blindly: the model is told its outcome "
                                          "is unknown and must look first. The run goes on in a new transcript that "
-                                         "links to the old one by the hash of its last line."),
+                                         "links to the old one by the hash of its last line. A chat's transcript goes "
+                                         "on as a chat on the same hosts, however it ended; the approvals given for "
+                                         "its session carry over only if you say yes when shown them."),
                        epilog="examples:\n"
                               "  agent sessions                             the stopped runs, each with its resume "
                               "command\n"
                               "  agent resume ~/.local/share/upgrade-agent/transcripts/run-20260101-120000.jsonl\n\n"
                               + EXIT_CODES_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("transcript", help="the stopped run's transcript (JSONL)")
+    p.add_argument("transcript", help="the stopped run's or the chat's transcript (JSONL)")
+    p.add_argument("--plain", action="store_true", help="a resumed chat: plain lines, no live panels")
     p.add_argument("--transcript", dest="transcript_out", metavar="PATH",
                    help="where to write the resumed part's transcript (default: a new file in the data dir)")
     p.add_argument("--json", action="store_true", help="print one JSON event per line instead of progress")

@@ -1,4 +1,4 @@
-"""`agent resume TRANSCRIPT.jsonl`: go on with a scripted run that was stopped.
+"""`agent resume TRANSCRIPT.jsonl`: go on with a scripted run that was stopped, or with a chat.
 
 What a resume does, in order:
 
@@ -19,6 +19,11 @@ What a resume does, in order:
    ties the two. The new file holds in its `resumed` event everything it took from the old one, so
    `agent replay` re-drives only its own turns and needs no other file.
 5. Ends as `agent run` does: checks, verdict, exit code, report.
+
+A chat (stopped, or left by the operator) goes on as a chat on the same hosts: the same steps 1, 3
+and 4 before its first prompt, and the approvals the operator gave for the session carry over only
+once the operator, shown them, says yes. Where things stand goes to the model with the operator's
+first request.
 """
 
 from __future__ import annotations
@@ -50,12 +55,14 @@ def resume(args) -> int:
     if start.get("type") != "session_start":
         raise SessionConfigError(f"cannot resume {path}: it does not start with a session_start event")
     end = part.end
+    if start.get("command") == "chat":
+        return _resume_chat(args, part)
     if end is not None and end.get("status") not in RESUMABLE:
         raise SessionConfigError(f"nothing to resume: {path} ended {end.get('status')} ({end.get('reason') or '-'}); "
                                  "start a new run instead")
     if start.get("command") != "run" or not start.get("goal_file"):
-        raise SessionConfigError(f"cannot resume {path}: only scripted runs (`agent run`) can be resumed, and this "
-                                 f"is a {start.get('command') or 'session'} session")
+        raise SessionConfigError(f"cannot resume {path}: only scripted runs (`agent run`) and chats can be resumed, "
+                                 f"and this is a {start.get('command') or 'session'} session")
     goal = _same_goal(path, start)
     rebuilt = rebuild(part)
     _check_goal_message(goal, start, rebuilt)
@@ -72,6 +79,7 @@ class Rebuilt:
         self.messages = session.messages[1:] if session.messages[:1] and \
             session.messages[0].get("role") == "system" else list(session.messages)
         self.backups = session.gate.ledger.all()
+        self.session_approvals = session.gate.session_approvals()
         self.unknown = unknown
         self.store = store
 
@@ -197,7 +205,7 @@ def _execute(goal: Goal, session: Session, part: Part, rebuilt: Rebuilt):
             unreached = reach_hosts(session.hosts, goal.host_names())
             if unreached:
                 return preflight_failed(session, unreached), unreached
-            inspections = _inspect_hosts(session, goal)
+            inspections = _inspect_hosts(session, goal.host_names())
             backups, dropped = _check_backups(session, rebuilt)
             session.resume_from({"from": str(part.path), "messages": rebuilt.messages,
                                  "backups": [b.model_dump(mode="json") for b in backups],
@@ -209,7 +217,7 @@ def _execute(goal: Goal, session: Session, part: Part, rebuilt: Rebuilt):
         return finish_run(goal, session, outcome), []
 
 
-def _inspect_hosts(session: Session, goal: Goal) -> dict[str, str]:
+def _inspect_hosts(session: Session, names: list[str]) -> dict[str, str]:
     """One inspect_host per host, recorded as a `host_state` event; what the model reads of each."""
     from tools.base import ToolContext, ToolError  # lazy: per command
     from tools.hosts import HostError  # lazy: per command
@@ -217,7 +225,7 @@ def _inspect_hosts(session: Session, goal: Goal) -> dict[str, str]:
 
     tool = InspectHost()
     seen: dict[str, str] = {}
-    for name in goal.host_names():
+    for name in names:
         ctx = ToolContext(hosts=session.hosts, artifacts=session.artifacts, call_id=f"resume-inspect-{name}",
                           redact=session.transcript.redactor.text)
         try:
@@ -250,11 +258,12 @@ def _check_backups(session: Session, rebuilt: Rebuilt):
 
 
 def resume_message(part: Part, inspections: dict[str, str], backups, dropped: list[dict],
-                   unknown: list[Intent]) -> str:
+                   unknown: list[Intent], what: str = "run") -> str:
     """The user message the resumed session starts with: where things stand now."""
     end = part.end
     how = f"{end.get('status')}: {end.get('reason')}" if end else "the process ended without closing its record"
-    lines = [f"[This run was stopped ({how}) and goes on now. The hosts may have changed since; they were "
+    ended = "was stopped" if what == "run" else "ended"
+    lines = [f"[This {what} {ended} ({how}) and goes on now. The hosts may have changed since; they were "
              "inspected again:"]
     lines += [f"- {name}: {text}" for name, text in inspections.items()]
     if backups:
@@ -268,5 +277,86 @@ def resume_message(part: Part, inspections: dict[str, str], backups, dropped: li
                      + "; ".join(f"{u.tool} on {u.host} ({u.subject}, call {u.call_id})" for u in unknown)
                      + ". Check the host's state with read-only calls before you run any of them again: the safety "
                        "layer sends such a change back until you have.")
-    lines.append("Go on with the goal from where it stopped; do not repeat steps that already succeeded.]")
+    lines.append("Go on with the goal from where it stopped; do not repeat steps that already succeeded.]"
+                 if what == "run" else "Do not repeat steps that already succeeded. The operator's request follows.]")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- a chat
+
+
+def _resume_chat(args, part: Part) -> int:
+    """The chat goes on: same hosts (a simulated one where it was), the conversation and ledger rebuilt."""
+    from argparse import Namespace  # lazy: per command
+
+    from app.chat import start_chat  # lazy: per command
+
+    start = part.events[0]
+    entries, sims = _chat_hosts(part)
+    rebuilt = rebuild(part)
+    chat_args = Namespace(model=args.model or start.get("model"), base_url=args.base_url,
+                          model_timeout=args.model_timeout, plain=getattr(args, "plain", False), plan=False,
+                          verbosity=getattr(args, "verbosity", None),
+                          transcript=args.transcript_out or str(new_transcript_path("chat")))
+
+    def before_prompt(chat) -> None:
+        session = chat.session
+        chat.view.info(f"resuming {part.path}: the hosts are inspected again and its backups read back…")
+        inspections = _inspect_hosts(session, [e.name for e in entries])
+        backups, dropped = _check_backups(session, rebuilt)
+        carried = _confirm_approvals(chat, rebuilt.session_approvals)
+        session.resume_from({"from": str(part.path), "messages": rebuilt.messages,
+                             "backups": [b.model_dump(mode="json") for b in backups], "dropped_backups": dropped,
+                             "unknown": [u.as_record() for u in rebuilt.unknown], "store": rebuilt.store,
+                             "session_approvals": [list(k) for k in carried]})
+        chat.pending_notes.append(resume_message(part, inspections, backups, dropped, rebuilt.unknown, "chat"))
+        for d in dropped:
+            chat.view.warn(f"backup {d['backup_id']} of {d['host']} is no longer usable: {d['problem']}")
+        chat.view.info(f"resumed: {sum(1 for m in rebuilt.messages if m.get('role') == 'user')} requests, "
+                       f"{len(backups)} backups read back intact, {len(rebuilt.unknown)} changes of unknown outcome")
+
+    return start_chat(chat_args, entries, {"command": "chat", "resumes": part.link()}, sims, before_prompt)
+
+
+def _chat_hosts(part: Part):
+    """The chat's hosts as it last had them (those added with /host add too), and its simulated ones opened."""
+    from agent.goal import HostEntry  # lazy: per command
+
+    start = part.events[0]
+    specs = {s["name"]: s for s in start.get("host_specs") or []}
+    for ev in part.events:
+        if ev.get("type") == "note" and ev.get("kind") == "host_added":
+            specs[ev["host"]] = {"name": ev["host"], "transport": ev.get("transport"), "target": ev.get("target")}
+    entries, sims, roots = [], {}, start.get("sim_roots") or {}
+    for name, spec in specs.items():
+        transport = spec.get("transport")
+        if transport == "sim":
+            root = roots.get(name)
+            if not root or not Path(root).is_dir():
+                raise SessionConfigError(f"cannot resume {part.path}: the simulated host {name} it ran on "
+                                         f"{'is not recorded' if not root else f'is gone ({root})'}; a fresh one would "
+                                         "not be the machine the chat changed")
+            from tools.sim import Sim  # lazy: only a sim host loads the sim
+
+            sims[name] = Sim.open(Path(root))
+        entries.append(HostEntry(name=name, transport=transport, python=spec.get("python") if transport != "sim"
+                                 else None, target=spec.get("target") if transport == "ssh" else None))
+    return entries, sims
+
+
+def _confirm_approvals(chat, approvals: list[tuple]) -> list[tuple]:
+    """The approvals for the session that go on: all of them if the operator says yes when shown them, else none."""
+    if not approvals:
+        return []
+    rows = [(host or "-", f"{tool}: {subject}") for tool, host, subject in approvals]
+    chat.view.card(f"{len(approvals)} approval(s) for the session were given before it stopped", rows, "warn")
+    try:
+        answer = chat.view.read_line("carry them over? [y/N] ").strip().lower()
+    except (EOFError, KeyboardInterrupt):
+        answer = ""
+    carried = answer in ("y", "yes")
+    chat.session.emit("note", kind="session_approvals", carried=carried, by="operator",
+                      approvals=[list(k) for k in approvals])
+    chat.view.info("carried over: each runs again without asking" if carried
+                   else "not carried over: each will be asked again")
+    return approvals if carried else []

@@ -4,7 +4,8 @@ Each transcript is read at its two ends only (its first line, and the last lines
 directory of long sessions stays quick. Status:
 
 - finished: it closed with its final answer (a run: with exit code 0);
-- interrupted: stopped by Ctrl-C or a signal, or killed (no end event at all); a run can be resumed;
+- interrupted: stopped by Ctrl-C or a signal, or killed (no end event at all); a run can be resumed (a chat
+  can be resumed however it ended: the conversation goes on);
 - resumed: interrupted, and a later session goes on from it (named);
 - failed: any other end (goal not met, refused, budget, model server, crash, hosts not reached).
 """
@@ -77,8 +78,8 @@ def summary(path: Path) -> dict | None:
            "hosts": list(start.get("hosts") or []), "goal": goal[:100] + ("..." if len(goal) > 100 else ""),
            "started": start.get("t"), "ended": end.get("t") if end else None,
            "resumes": (start.get("resumes") or {}).get("path")}
-    if status == "interrupted" and command == "run" and start.get("goal_file"):
-        out["resume"] = f"agent resume {shlex.quote(str(path.absolute()))}"
+    if (status == "interrupted" and command == "run" and start.get("goal_file")) or command == "chat":
+        out["resume"] = f"agent resume {shlex.quote(str(path.absolute()))}"  # a chat goes on however it ended
     return out
 
 

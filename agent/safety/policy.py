@@ -309,6 +309,14 @@ class SafetyPolicy:
                 **({"args": args} if args else {})}
         return f"; the operator could add this rule to the goal file's authorizations: {json.dumps(rule)}"
 
+    def session_approvals(self) -> list[tuple[str, str | None, str]]:
+        """The (tool, host, exact step) the operator approved for the rest of the session, in order."""
+        return sorted(self._session_approvals, key=lambda k: (k[1] or "", k[0], k[2]))
+
+    def carry_session_approval(self, tool: str, host: str | None, subject: str) -> None:
+        """An approval for the session that the operator confirmed for a resumed session (agent resume)."""
+        self._session_approvals.add((tool, host, subject))
+
     def _ask_operator(self, tool, action, risk, backup, verdict) -> Decision:
         backup_id = backup.backup_id if backup else None
         key = (tool, action.host, action.subject)  # the same words through another tool are another step
