@@ -150,6 +150,7 @@ class BackupRecord(BaseModel):
     # Whether a restore could fetch every pin again, as the backup's rehearsal found (None: not rehearsed).
     rehearsed: bool | None = None
     rehearsal: str | None = None
+    rehearsed_with: str | None = None  # the mirror the rehearsal resolved from (a restore's index_url)
 
 
 # --------------------------------------------------------------------------- context

@@ -35,9 +35,10 @@ from tools.base import (
     ToolContext,
     ToolError,
     sha256_hex,
+    truncate_for_model,
 )
 from tools.hosts import Host, HostError
-from tools.restore_plan import KEEP, RestorePlan, fetch_problem, restore_plan
+from tools.restore_plan import KEEP, restore_plan, unfetchable, why_unfetchable
 from tools.system_state import SCRIPT as SYSTEM_SCRIPT
 from tools.system_state import parse_system_state
 
@@ -116,7 +117,7 @@ class Rehearsal:
 
 
 def rehearse(ctx: ToolContext, host: Host, python: str, pip_version: str, freeze: str,
-             indexes: dict[str, str | None]) -> Rehearsal:
+             indexes: dict[str, str | None], index_url: str | None = None) -> Rehearsal:
     """A restore rehearsed before any change needs one: could every pin be fetched again from the indexes a
     restore would use? pip resolves them (--dry-run, pip 22.2 and later) and installs nothing. A dry run in
     the environment itself shows as much as one in a scratch venv would, without creating one; a real install
@@ -129,17 +130,22 @@ def rehearse(ctx: ToolContext, host: Host, python: str, pip_version: str, freeze
         return Rehearsal(None, f"not rehearsed: {pip_version.split(' from ')[0] or 'this pip'} is older than 22.2 "
                                "and cannot resolve without installing")
     started = time.monotonic()
-    plan = restore_plan(python, want, indexes, "", have={})
+    plan = restore_plan(python, want, indexes, "", have={}, index_url=index_url)
     # One install per index, as a restore runs them; each resolved at the same time as the others.
-    one_each = [RestorePlan(uninstall=[], install=[], commands=[c]) for c in plan.commands]
-    with cf.ThreadPoolExecutor(max_workers=len(one_each)) as pool:
-        found = list(pool.map(lambda p: fetch_problem(ctx, host, p, None), one_each))
-    problem = next((p for p in found if p is not None), None)
+    with cf.ThreadPoolExecutor(max_workers=len(plan.commands)) as pool:
+        said = list(pool.map(lambda c: unfetchable(ctx, host, c), plan.commands))
     took = f"{time.monotonic() - started:.1f}s"
-    if problem is not None:
-        return Rehearsal(False, f"{problem} ({took})")
-    return Rehearsal(True, f"every one of the {len(want)} pins can be fetched again from the indexes a restore "
-                           f"uses (pip resolved them without installing, {took})")
+    failed = [(c, words) for c, words in zip(plan.commands, said) if words is not None]
+    if failed:
+        missing = "; ".join(why_unfetchable(c, index_url) for c, _ in failed)
+        todo = (f"the mirror {index_url} does not hold them all" if index_url else
+                "take the backup again with index_url: a mirror that holds these versions, the one a restore "
+                "would be given")
+        return Rehearsal(False, f"a restore could not fetch every pin: {missing}; {todo}. pip said: "
+                                + truncate_for_model("\n".join(words for _, words in failed), 1200) + f" ({took})")
+    where = f"the mirror {index_url}" if index_url else "the indexes a restore uses"
+    return Rehearsal(True, f"every one of the {len(want)} pins can be fetched again from {where} (pip resolved "
+                           f"them without installing, {took})")
 
 
 class PipFreezeBackup(Tool):
@@ -168,6 +174,9 @@ class PipFreezeBackup(Tool):
         python: str | None = Field(default=None, description="interpreter to back up, e.g. /opt/venv/bin/python")
         rehearse: bool = Field(default=True, description=(
             "check that a restore could fetch every pin again (pip resolves them without installing)"))
+        index_url: str | None = Field(default=None, description=(
+            "the mirror a restore would be given (restore_backup's index_url), for a machine without a route to "
+            "PyPI: the rehearsal resolves the pins from it, searched first"))
 
     class Result(BaseModel):
         backup_id: str
@@ -278,13 +287,13 @@ class PipFreezeBackup(Tool):
         # The rehearsal needs only the pins, so pip resolves them while the backup is written and checked.
         with cf.ThreadPoolExecutor(max_workers=1) as pool:
             rehearsed = pool.submit(rehearse, ctx, host, py, results["pip-version.txt"].stdout.strip(),
-                                    freeze, indexes) if args.rehearse else None
+                                    freeze, indexes, args.index_url) if args.rehearse else None
             ctx.emit("progress", {"step": "writing", "dir": remote})
             self._write_remote(host, remote, files)
             check = host.run(f"cd {shlex.quote(remote)} && sha256sum -c --strict SHA256SUMS", timeout=120)
             rehearsal = rehearsed.result() if rehearsed is not None else Rehearsal(None, "not asked for")
         if rehearsal.ok is False:
-            warnings.append(f"a rollback could not be rehearsed: {rehearsal.says}")
+            warnings.append("a restore could not fetch every pin: the rehearsal says which, and what to give")
         if not check.ok:
             raise ToolError(f"backup written to {remote} on {args.host} but it does not read back intact: "
                             f"{(check.stdout + check.stderr).strip()[-400:]}")
@@ -301,7 +310,7 @@ class PipFreezeBackup(Tool):
         record = BackupRecord(backup_id=backup_id, host=args.host, kind="pip-freeze", target=py, created_at=created,
                               remote_dir=remote, local_dir=local_rel, files=sums,
                               verified=True, package_count=len(listed), rehearsed=rehearsal.ok,
-                              rehearsal=rehearsal.says)
+                              rehearsal=rehearsal.says, rehearsed_with=args.index_url)
         return self.Result(backup_id=backup_id, host=args.host, python=py, python_version=python_version,
                            pip_version=pip_version, package_count=len(listed), remote_dir=remote,
                            local_dir=record.local_dir, files=sums, local_version_indexes=indexes,

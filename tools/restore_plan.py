@@ -92,23 +92,40 @@ def restore_plan(python: str, want: dict[str, str] | None, indexes: dict[str, st
 
 
 def fetch_problem(ctx: ToolContext, host, plan: RestorePlan, index_url: str | None) -> str | None:
-    """Why the plan's installs could not fetch their pins, or None when pip finds every one where the install
-    looks. pip's --dry-run (pip 22.2 and later) resolves without installing; an older pip is not asked."""
+    """Why the plan's installs could not fetch their pins (the first install that cannot), or None when pip
+    finds every one where the install looks."""
     for command in plan.commands:
-        if not command.args.startswith("install "):
-            continue
-        ctx.emit("progress", {"step": "checking that " + command.what.replace("reinstalling", "the index has")})
-        line = command.line.replace(" -m pip install ", " -m pip install --dry-run --ignore-installed ", 1)
-        r = host.run(line, timeout=600, env=PIP_ENV, cancel=ctx.cancel)
-        if r.cancelled:
-            raise ToolError(f"cancelled {ctx.cancel_reason()} while checking the indexes; nothing was changed")
-        out = (r.stderr or r.stdout).strip()
-        if r.ok or "no such option: --dry-run" in out:
-            continue
-        where = (f"the index {index_url}" if index_url and index_url in command.line else
-                 "the index the host's pip configuration names (PyPI unless it says otherwise)"
-                 if "--index-url" not in command.line else "its own index")
-        hint = ("" if index_url else "; if this machine has no route to PyPI, give index_url: a mirror that "
-                "holds these versions")
-        return f"{command.what} cannot be fetched from {where}{hint}. pip said: {truncate_for_model(out, 1500)}"
+        said = unfetchable(ctx, host, command)
+        if said is not None:
+            hint = ("" if index_url else "; if this machine has no route to PyPI, give index_url: a mirror that "
+                    "holds these versions")
+            return f"{why_unfetchable(command, index_url)}{hint}. pip said: {truncate_for_model(said, 1500)}"
     return None
+
+
+def unfetchable(ctx: ToolContext, host, command: PipCommand) -> str | None:
+    """What pip said when an install's pins cannot all be fetched where it looks; None when they can, or when the
+    command is no install, or this pip cannot tell (--dry-run, which resolves without installing, is 22.2 and
+    later)."""
+    if not command.args.startswith("install "):
+        return None
+    ctx.emit("progress", {"step": "checking that " + command.what.replace("reinstalling", "the index has")})
+    # One retry, not pip's five with back-off: an index that is not there is said in seconds, not a minute.
+    line = command.line.replace(" -m pip install ", " -m pip install --dry-run --ignore-installed --retries 1 ", 1)
+    r = host.run(line, timeout=600, env=PIP_ENV, cancel=ctx.cancel)
+    if r.cancelled:
+        raise ToolError(f"cancelled {ctx.cancel_reason()} while checking the indexes; nothing was changed")
+    out = (r.stderr or r.stdout).strip()
+    if r.ok or "no such option: --dry-run" in out:
+        return None
+    # pip's warnings about each index location come first; what it could not find is at the end.
+    errors = [line for line in out.splitlines() if line.startswith("ERROR:")]
+    return "\n".join(errors) if errors else out
+
+
+def why_unfetchable(command: PipCommand, index_url: str | None) -> str:
+    """'reinstalling 7 pinned packages cannot be fetched from the index the host's pip configuration names'."""
+    where = (f"the mirror {index_url}" if index_url and index_url in command.line else
+             "the index the host's pip configuration names (PyPI if it names none)"
+             if "--index-url" not in command.line else "the index it names")
+    return f"{command.what} cannot be fetched from {where}"

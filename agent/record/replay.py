@@ -18,6 +18,7 @@ from typing import Callable, Iterator
 
 from agent.batch import CallResult, PreparedCall
 from agent.budget import Budget
+from agent.journal import args_digest
 from agent.loop import Outcome, Session
 from agent.model import AssistantTurn, ModelError, ToolCall, Usage
 from agent.record.transcript import TranscriptWriter, iter_events, verify
@@ -201,6 +202,7 @@ class _Comparator:
         self.start = start
         self.compared = 0
         self.registry = registry
+        self._arguments: dict[tuple, dict] = {}  # (turn, index) -> a call's arguments, as the record had them
 
     def __call__(self, event: dict) -> None:
         if self.model.divergence is not None:
@@ -219,6 +221,10 @@ class _Comparator:
             now = event.get(key)
             if t == "tool_call" and key == "arguments":
                 now = self._as_recorded(event.get("tool"), rec.get(key), now)
+                self._arguments[(event["turn"], event["index"])] = now
+            if t == "intent" and key == "args_digest" and (event["turn"], event["index"]) in self._arguments:
+                # The digest of the arguments as the record had them (without those gained since, at their default).
+                now = args_digest(event.get("tool", ""), self._arguments[(event["turn"], event["index"])])
             if rec.get(key) != now:
                 self.model.divergence = Divergence(step, f"{t} {key}", rec.get(key), event.get(key))
                 return

@@ -84,7 +84,8 @@ def _python(interpreter: str | None, freezes: list[BackupRecord], typed: bool) -
 
 def _rehearsed(b: BackupRecord) -> str:
     if b.rehearsed is True:
-        return "; rehearsed: every pin can be fetched again"
+        return "; rehearsed: every pin can be fetched again" + (
+            f" (give restore_backup index_url {b.rehearsed_with})" if b.rehearsed_with else "")
     if b.rehearsed is False:
         return "; but its rehearsal found pins a restore could not fetch: it needs an index_url that holds them"
     return ""

@@ -41,9 +41,17 @@ def test_a_restore_that_cannot_fetch_its_pins_changes_nothing_and_says_to_give_i
         ctx = ToolContext(hosts=pool, artifacts=ArtifactStore(tmp_path / "t.artifacts"), store={})
         b = call(PipFreezeBackup(), ctx, host="sim")
         ctx.known_backup = {b.backup_id: b.backup}.get
-        # The rollback was rehearsed before any change: it would fail, and the backup says so, with what to give.
-        assert b.backup.rehearsed is False and "cannot be fetched" in b.rehearsal and "give index_url" in b.rehearsal
-        assert any(w.startswith("a rollback could not be rehearsed: ") for w in b.warnings)
+        # The rollback was rehearsed before any change: it would fail, and the backup says so, with what to give:
+        # every index's pins (the configured one's and torch's own), in one line.
+        assert b.backup.rehearsed is False and b.rehearsal.startswith("a restore could not fetch every pin: ")
+        assert "pinned packages cannot be fetched from the index the host's pip configuration names" in b.rehearsal
+        assert "https://download.pytorch.org/whl/cu128 cannot be fetched from the index it names" in b.rehearsal
+        assert "take the backup again with index_url" in b.rehearsal
+        assert "a restore could not fetch every pin: the rehearsal says which, and what to give" in b.warnings
+        # Taken again with the mirror a restore would be given, it is rehearsed from it, and fetches every pin.
+        again = call(PipFreezeBackup(), ctx, host="sim", index_url=sim.index_urls["cu128"])
+        assert again.backup.rehearsed is True and again.backup.rehearsed_with == sim.index_urls["cu128"]
+        assert f"can be fetched again from the mirror {sim.index_urls['cu128']}" in again.rehearsal
         before = host.run(f"{sim.python} -m pip freeze --all").stdout
         # The change: vllm goes, torch and sgl-kernel move to their cu130 builds, and a package the backup did
         # not have comes in.
