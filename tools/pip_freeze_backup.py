@@ -22,7 +22,7 @@ import tarfile
 import time
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from tools.base import (
     PIP_ENV,
@@ -122,7 +122,12 @@ def rehearse(ctx: ToolContext, host: Host, python: str, pip_version: str, freeze
     restore would use? pip resolves them (--dry-run, pip 22.2 and later) and installs nothing. A dry run in
     the environment itself shows as much as one in a scratch venv would, without creating one; a real install
     into a scratch venv would download a GPU stack's gigabytes of wheels."""
-    want = {name: line for name, line in parse_freeze(freeze).items() if name not in KEEP}
+    frozen = {name: line for name, line in parse_freeze(freeze).items() if name not in KEEP}
+    # Only name==version pins: what a line names by file or URL (`x @ file:///...`, an editable checkout) pip
+    # would build to read, and a build runs the package's own code, in a step nobody approved.
+    want = {name: line for name, line in frozen.items() if re.fullmatch(r"[A-Za-z0-9._-]+==[^\s@;]+", line)}
+    skipped = sorted(set(frozen) - set(want))
+    aside = f"; not rehearsed, as they name a file or URL: {', '.join(skipped)}" if skipped else ""
     if not want:
         return Rehearsal(None, "nothing to rehearse: the environment has only pip, setuptools and wheel")
     version = re.match(r"pip (\d+)\.(\d+)", pip_version)
@@ -133,7 +138,7 @@ def rehearse(ctx: ToolContext, host: Host, python: str, pip_version: str, freeze
     plan = restore_plan(python, want, indexes, "", have={}, index_url=index_url)
     # One install per index, as a restore runs them; each resolved at the same time as the others.
     with cf.ThreadPoolExecutor(max_workers=len(plan.commands)) as pool:
-        said = list(pool.map(lambda c: unfetchable(ctx, host, c), plan.commands))
+        said = list(pool.map(lambda c: unfetchable(ctx, host, c, wheels_only=True), plan.commands))
     took = f"{time.monotonic() - started:.1f}s"
     failed = [(c, words) for c, words in zip(plan.commands, said) if words is not None]
     if failed:
@@ -141,11 +146,11 @@ def rehearse(ctx: ToolContext, host: Host, python: str, pip_version: str, freeze
         todo = (f"the mirror {index_url} does not hold them all" if index_url else
                 "take the backup again with index_url: a mirror that holds these versions, the one a restore "
                 "would be given")
-        return Rehearsal(False, f"a restore could not fetch every pin: {missing}; {todo}. pip said: "
+        return Rehearsal(False, f"a restore could not fetch every pin: {missing}; {todo}{aside}. pip said: "
                                 + truncate_for_model("\n".join(words for _, words in failed), 1200) + f" ({took})")
     where = f"the mirror {index_url}" if index_url else "the indexes a restore uses"
     return Rehearsal(True, f"every one of the {len(want)} pins can be fetched again from {where} (pip resolved "
-                           f"them without installing, {took})")
+                           f"them as wheels without installing, {took}){aside}")
 
 
 class PipFreezeBackup(Tool):
@@ -161,8 +166,9 @@ class PipFreezeBackup(Tool):
     backup of it exists. Returns the backup id (restore_backup takes it), the package count and paths.
     `python`: the interpreter or venv python to back up (default: the host's configured one, else python3).
     The rollback is rehearsed before any change needs it: pip resolves every pin of the freeze (pip, setuptools
-    and wheel aside) from the indexes a restore would use, without installing anything, and `rehearsal` says
-    whether a restore could fetch them all (if not: give restore_backup an index_url that holds them).
+    and wheel aside) as wheels from the indexes a restore would use, without installing or building anything,
+    and `rehearsal` says whether a restore could fetch them all (if not: take the backup again with
+    `index_url`, a file:/// mirror on the host that holds them, and give restore_backup the same).
     Taking a backup needs no approval: it writes only its own new directory.
     """
 
@@ -175,8 +181,21 @@ class PipFreezeBackup(Tool):
         rehearse: bool = Field(default=True, description=(
             "check that a restore could fetch every pin again (pip resolves them without installing)"))
         index_url: str | None = Field(default=None, description=(
-            "the mirror a restore would be given (restore_backup's index_url), for a machine without a route to "
-            "PyPI: the rehearsal resolves the pins from it, searched first"))
+            "the mirror on the host a restore would be given (restore_backup's index_url), file:///..., for a "
+            "machine without a route to PyPI: the rehearsal resolves the pins from it, searched first"))
+
+        @field_validator("index_url")
+        @classmethod
+        def _mirror_on_the_host(cls, v: str | None) -> str | None:
+            # A backup needs no approval, so what it makes the host reach stays on the host: a network index
+            # named by the model would be a request to any address (and a way out for what the model read).
+            # restore_backup checks a network mirror before it changes anything.
+            if v is None:
+                return None
+            if not re.fullmatch(r"file:///[^\s'\"]+", v):
+                raise ValueError(f"{v!r} is not a mirror on the host: give file:///... (a network mirror is checked "
+                                 "by restore_backup itself, before it changes anything)")
+            return v.rstrip("/")
 
     class Result(BaseModel):
         backup_id: str

@@ -103,15 +103,19 @@ def fetch_problem(ctx: ToolContext, host, plan: RestorePlan, index_url: str | No
     return None
 
 
-def unfetchable(ctx: ToolContext, host, command: PipCommand) -> str | None:
+def unfetchable(ctx: ToolContext, host, command: PipCommand, wheels_only: bool = False) -> str | None:
     """What pip said when an install's pins cannot all be fetched where it looks; None when they can, or when the
     command is no install, or this pip cannot tell (--dry-run, which resolves without installing, is 22.2 and
-    later)."""
+    later). `wheels_only`: a pin that only a source package provides counts as not fetched."""
     if not command.args.startswith("install "):
         return None
     ctx.emit("progress", {"step": "checking that " + command.what.replace("reinstalling", "the index has")})
     # One retry, not pip's five with back-off: an index that is not there is said in seconds, not a minute.
-    line = command.line.replace(" -m pip install ", " -m pip install --dry-run --ignore-installed --retries 1 ", 1)
+    # Wheels only where nobody approved the check (a backup's rehearsal): reading a source package's metadata
+    # means running its build code.
+    only = "--only-binary :all: " if wheels_only else ""
+    line = command.line.replace(" -m pip install ", f" -m pip install --dry-run --ignore-installed --retries 1 {only}",
+                                1)
     r = host.run(line, timeout=600, env=PIP_ENV, cancel=ctx.cancel)
     if r.cancelled:
         raise ToolError(f"cancelled {ctx.cancel_reason()} while checking the indexes; nothing was changed")

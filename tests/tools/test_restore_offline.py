@@ -105,3 +105,34 @@ def test_a_goal_file_asks_for_an_air_gapped_sim_with_noisy_benchmarks(tmp_path):
     sim = build_sim(tmp_path / "gpu", **options)
     conf = (sim.sys_path("/opt/venv") / "pip.conf").read_text()
     assert "file:///srv/no-route-to-pypi/simple" in conf and "simple-cu128" not in conf
+
+
+@pytest.mark.parametrize("url", ["https://pypi.example.org/simple", "http://10.0.0.1/simple?leak=1", "/srv/pypi",
+                                 "file:///srv/pypi simple"])
+def test_a_backup_which_needs_no_approval_rehearses_only_from_a_mirror_on_the_host(url):
+    tool = PipFreezeBackup()
+    with pytest.raises(ValueError, match="is not a mirror on the host: give file:///"):
+        tool.parse_args({"host": "sim", "index_url": url})
+    assert tool.parse_args({"host": "sim", "index_url": "file:///srv/pypi/simple/"}).index_url == \
+        "file:///srv/pypi/simple"
+
+
+def test_a_pin_named_by_file_or_url_is_not_built_by_the_rehearsal_and_is_said_to_be_left_out(tmp_path):
+    """Reading a source package's metadata means running its setup.py: never in a step nobody approved."""
+    sim = build_sim(tmp_path / "gpu")
+    pool = HostPool([sim.host_spec()])
+    try:
+        host = pool.get("sim")
+        site = host.run(f"{sim.python} -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'").stdout
+        info = sim.sys_path(site.strip()) / "built_here-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: built-here\nVersion: 1.0\n")
+        (info / "RECORD").write_text("")
+        (info / "direct_url.json").write_text('{"url": "file:///tmp/built-here-1.0.tar.gz", "archive_info": {}}')
+        assert "built-here @ file:///tmp/built-here-1.0.tar.gz" in host.run(f"{sim.python} -m pip freeze").stdout
+        ctx = ToolContext(hosts=pool, artifacts=ArtifactStore(tmp_path / "t.artifacts"), store={})
+        b = call(PipFreezeBackup(), ctx, host="sim")
+        assert b.backup.rehearsed is True, b.rehearsal  # the name==version pins; the file's package was not asked
+        assert b.rehearsal.endswith("; not rehearsed, as they name a file or URL: built-here")
+    finally:
+        pool.close()
