@@ -172,7 +172,7 @@ def _go_on(args, part: Part, goal: Goal, rebuilt: Rebuilt) -> int:
                                       "resumes": part.link()})
     with busy(view):
         code, unreached = _execute(goal, built.session, part, rebuilt)
-    print_ending(path, unreached, args.json, resumes=part.path)
+    print_ending(path, unreached, args.json, resumes=part.path, server=getattr(model, "base_url", None))
     return code
 
 

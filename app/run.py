@@ -15,11 +15,12 @@ from agent.errors import SessionConfigError, interruption_reason
 from agent.goal import Goal, GoalError, load_goal
 from agent.loop import Outcome, Session
 from agent.preflight import Unreached, reach_hosts
-from agent.record.transcript import new_transcript_path
+from agent.record.transcript import iter_events, new_transcript_path
 from agent.report import build_report, check_report, write_report
 from agent.session_builder import build_session, goal_budget, goal_message, make_model
 from app.exit_codes import ExitCode
 from app.ui import JsonLines, make_view
+from app.ui.usage import session_usage_lines
 
 
 @dataclass
@@ -114,12 +115,14 @@ def run_goal(args) -> int:
                                           "command": "run"})
     with busy(view):
         code, unreached = execute_goal(goal, built.session)
-    print_ending(path, unreached, args.json)
+    print_ending(path, unreached, args.json, server=getattr(model, "base_url", None))
     return code
 
 
-def print_ending(path: Path, unreached: list[Unreached], json_out: bool, resumes: Path | None = None) -> None:
-    """After a run (or a resumed one): the report file, the hosts not reached, the claims check, where both lie."""
+def print_ending(path: Path, unreached: list[Unreached], json_out: bool, resumes: Path | None = None,
+                 server: str | None = None) -> None:
+    """After a run (or a resumed one): the report file, the hosts not reached, the claims check, the tokens and
+    their cost, and where the transcript and report lie."""
     report = build_report(path)  # read once, for the report file and the claims check alike
     report_file = write_report(path, report)
     for problem in unreached:
@@ -127,6 +130,8 @@ def print_ending(path: Path, unreached: list[Unreached], json_out: bool, resumes
     if not json_out:
         # The model's final answer is its own words: what it says is compared with what was measured.
         for line in check_report(report).lines():
+            print(line, file=sys.stderr)
+        for line in session_usage_lines(iter_events(path), server):
             print(line, file=sys.stderr)
         also = f" (resumes {resumes})" if resumes else ""
         print(f"transcript: {path}{also}\nreport:     {report_file}", file=sys.stderr)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 PRICE_ENV = "UPGRADE_AGENT_PRICE"
 OPENAI_API = "https://api.openai.com/v1"
@@ -124,3 +124,26 @@ class UsageTotals:
 
 def _usd(amount: float) -> str:
     return f"${amount:.4f}" if amount < 1 else f"${amount:,.2f}"
+
+
+def usage_of_record(events: Iterable[dict]) -> UsageTotals:
+    """The tokens of a recorded session, per model, from its model_response events (a `model` note, as
+    /model records it, moves the rest to the model named)."""
+    totals, model = UsageTotals(), "?"
+    for ev in events:
+        if ev.get("type") == "session_start":
+            model = str(ev.get("model") or "?")
+        elif ev.get("type") == "note" and ev.get("kind") == "model" and ev.get("model"):
+            model = str(ev["model"])
+        elif ev.get("type") == "model_response":
+            totals.add(model, ev.get("usage"))
+    return totals
+
+
+def session_usage_lines(events: Iterable[dict], base_url: str | None) -> list[str]:
+    """The tokens line and the cost line of a recorded session, priced as configured or by the list price."""
+    try:
+        configured = configured_price()
+    except ValueError:
+        configured = None  # unreadable: the run said so at its start
+    return usage_of_record(events).lines(lambda model: configured or list_price(model, base_url), base_url)

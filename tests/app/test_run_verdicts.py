@@ -19,10 +19,11 @@ from sshd import closed_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def agent(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_", "SSH_AUTH"))}
+def agent(*args: str, home: Path, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+    extra = env or {}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_", "SSH_AUTH", "UPGRADE_AGENT"))}
     env.update({"PYTHONPATH": str(ROOT), "HOME": str(home), "XDG_DATA_HOME": str(home / ".local" / "share"),
-                "OPENAI_API_KEY": "x"})
+                "OPENAI_API_KEY": "x", **extra})
     return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, env=env,
                           timeout=timeout, cwd=ROOT)
 
@@ -139,6 +140,19 @@ def test_a_model_that_only_writes_text_has_not_met_a_goal_without_checks(tmp_pat
     assert r.returncode == 1
     result = only(events(tmp_path / "t.jsonl"), "goal_result")
     assert result["verdict"] == "not met" and "nothing ran" in result["reason"]
+
+
+def test_a_run_ends_with_its_tokens_and_their_cost_as_the_server_reported_them(tmp_path):
+    goal = goal_file(tmp_path, "goal: say hello\nhosts: [local]\nbudget: {turns: 3}\n")
+    with FakeOpenAI([Reply(calls=[("inspect_host", {"host": "local"})], usage=(900, 20)),
+                     Reply(text="Hello.", usage=(1100, 10))]) as srv:
+        r = agent("run", str(goal), "--base-url", srv.base_url, "--transcript", str(tmp_path / "t.jsonl"),
+                  home=tmp_path, env={"UPGRADE_AGENT_PRICE": "2.00/8.00"})
+    assert "tokens: 2,000 prompt + 30 completion = 2,030 over 2 turns (as the server reported them)" in r.stderr
+    assert "cost: $0.0042" in r.stderr, r.stderr  # 2,000 x $2 + 30 x $8 per million
+    without = agent("run", str(goal), "--base-url", "http://127.0.0.1:9/v1", "--model", "test-model",
+                    "--transcript", str(tmp_path / "u.jsonl"), home=tmp_path, timeout=120)
+    assert "tokens: none (no request reached the model)" in without.stderr, without.stderr
 
 
 def test_a_command_too_large_for_the_system_is_answered_to_the_model_in_one_line(tmp_path):
