@@ -73,8 +73,18 @@ def _script(cuda_root: str, python: str, disk_paths: list[str]) -> str:
         "disk": "for p in " + " ".join(shlex.quote(p) for p in disk_paths) + "; do "
                 "echo \"$p $(df -P -k \"$p\" 2>/dev/null | tail -n +2 | head -n 1)\"; done",
     }
-    # No `set -e`: a failing section prints its error and the next one still runs.
-    return "\n".join(f"echo '{MARK} {name}'\n{cmd}" for name, cmd in sections.items())
+    # The two slow sections (each starts the interpreter; the probe imports torch, pip its whole CLI) start
+    # first, side by side, each into a pipe the shell reads when its turn comes: an inspection takes as long
+    # as the slowest of them rather than their sum, and writes no file. Their output is far below a pipe's
+    # buffer, so neither waits for its reader. No `set -e`: a failing section prints its error and the
+    # next one still runs.
+    background = ("python", "pip_config")
+    started = "\n".join(f"exec {3 + i}< <(\n{sections[name]}\n)" for i, name in enumerate(background))
+    lines = [started]
+    for name, cmd in sections.items():
+        read = f"cat <&{3 + background.index(name)}" if name in background else cmd
+        lines.append(f"echo '{MARK} {name}'\n{read}")
+    return "\n".join(lines)
 
 
 def split_sections(text: str) -> dict[str, str]:
