@@ -33,6 +33,13 @@ def pytest_terminal_summary(terminalreporter, config):
     tiers.summary(terminalreporter)
 
 
+# Started in the background by a shell without job control, the suite inherits SIGINT ignored, and so would
+# every `agent` it starts (an ignored signal stays ignored across exec): each Ctrl-C test would then send a
+# signal nobody gets. Python's own handler, as under a terminal; the processes the tests start get the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _need_sshd() -> None:
     if not (Path(SSHD_BINARY).exists() and shutil.which("ssh-keygen")):
         pytest.fail(f"the SSH tests need OpenSSH's server ({SSHD_BINARY}) and ssh-keygen: "
