@@ -52,6 +52,10 @@ KNOWN_INDEX_TEMPLATES = {
 }
 
 
+# The most one file of a backup may hold; an environment's freeze is kilobytes, its `pip inspect` a few MiB.
+MAX_FILE_BYTES = 64 << 20
+
+
 def backup_dir(backup_id: str) -> str:
     return f"{BACKUP_ROOT}/{backup_id}"
 
@@ -255,7 +259,16 @@ class PipFreezeBackup(Tool):
         files: dict[str, bytes] = {}
         for name in ("python.txt", "pip-version.txt", "freeze.txt", "list.json"):
             files[name] = results[name].stdout.encode()
-        if results["inspect.json"].ok:
+        too_large = [n for n in files if len(files[n]) > MAX_FILE_BYTES]
+        if too_large:
+            raise ToolError(f"{', '.join(too_large)} of {args.host} would be over {MAX_FILE_BYTES >> 20} MiB: a package's "
+                            "metadata is far larger than any environment's; nothing was written")
+        if results["inspect.json"].ok and len(results["inspect.json"].stdout) > MAX_FILE_BYTES:
+            # `pip inspect` holds every package's whole metadata, its long description too: one planted package
+            # could make it gigabytes. The backup restores from freeze.txt and list.json; it goes without.
+            warnings.append(f"`pip inspect` printed over {MAX_FILE_BYTES >> 20} MiB (a package's metadata is that "
+                            "large): left out of the backup")
+        elif results["inspect.json"].ok:
             files["inspect.json"] = results["inspect.json"].stdout.encode()
         else:
             warnings.append("`pip inspect` is not available (pip older than 22.2): list.json and freeze.txt only")
@@ -347,7 +360,18 @@ class PipFreezeBackup(Tool):
                 info.mtime = int(time.time())
                 tar.addfile(info, io.BytesIO(d))
         q = shlex.quote(remote)
-        r = host.run(f"umask 077 && mkdir -p {q} && tar -x -C {q} --no-same-owner", stdin=buf.getvalue(), timeout=120)
+        # The backups' root lies in /var/tmp, which anyone on the host may write to: a link planted at one of
+        # its levels would send the backup (as the user the session runs as) wherever it points, and a level
+        # made by another user is theirs to change. Each level is ours and no link, and the backup's own
+        # directory is new.
+        levels = [BACKUP_ROOT.rsplit("/", 1)[0], BACKUP_ROOT]
+        checks = " && ".join(
+            f"{{ [ ! -L {shlex.quote(d)} ] || {{ echo '{d} is a symbolic link: no backup is written through it; "
+            f"remove it' >&2; exit 3; }}; }} && mkdir -p {shlex.quote(d)} && {{ [ -O {shlex.quote(d)} ] || "
+            f"{{ echo '{d} belongs to another user: no backup is written into it; remove it or give it to this "
+            f"user' >&2; exit 3; }}; }}" for d in levels)
+        r = host.run(f"umask 077 && {checks} && mkdir {q} && tar -x -C {q} --no-same-owner", stdin=buf.getvalue(),
+                     timeout=120)
         if not r.ok:
             raise ToolError(f"cannot write the backup to {remote} on {host.name}: {r.stderr.strip()[-400:]}")
 

@@ -136,3 +136,21 @@ def test_a_pin_named_by_file_or_url_is_not_built_by_the_rehearsal_and_is_said_to
         assert b.rehearsal.endswith("; not rehearsed, as they name a file or URL: built-here")
     finally:
         pool.close()
+
+
+def test_a_link_planted_in_the_world_writable_backup_root_is_never_written_through(tmp_path):
+    """/var/tmp is anyone's: a link at the backups' root would send a backup, which needs no approval, into
+    whatever it points at (here the venv's site-packages)."""
+    sim = build_sim(tmp_path / "gpu")
+    pool = HostPool([sim.host_spec()])
+    try:
+        host = pool.get("sim")
+        site = host.run(f"{sim.python} -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'").stdout.strip()
+        before = sorted(p.name for p in sim.sys_path(site).iterdir())
+        assert host.run(f"mkdir -p /var/tmp/upgrade-agent && ln -sfn {site} /var/tmp/upgrade-agent/backups").ok
+        ctx = ToolContext(hosts=pool, artifacts=ArtifactStore(tmp_path / "t.artifacts"), store={})
+        with pytest.raises(ToolError, match="/var/tmp/upgrade-agent/backups is a symbolic link: no backup is written"):
+            call(PipFreezeBackup(), ctx, host="sim", rehearse=False)
+        assert sorted(p.name for p in sim.sys_path(site).iterdir()) == before
+    finally:
+        pool.close()
