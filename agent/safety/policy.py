@@ -310,7 +310,7 @@ class SafetyPolicy:
         return f"; the operator could add this rule to the goal file's authorizations: {json.dumps(rule)}"
 
     def session_approvals(self) -> list[tuple[str, str | None, str]]:
-        """The (tool, host, exact step) the operator approved for the rest of the session, in order."""
+        """The (tool, host, exact step) the operator approved for the rest of the session, by host, tool, step."""
         return sorted(self._session_approvals, key=lambda k: (k[1] or "", k[0], k[2]))
 
     def carry_session_approval(self, tool: str, host: str | None, subject: str) -> None:
