@@ -329,6 +329,7 @@ class Chat:
             text = "\n".join(self.pending_notes) + "\n\n" + text
             self.pending_notes = []
         outcome = None
+        before = self.usage.tokens()
         try:
             with self.ctrl_c.armed(), self.view.busy():
                 outcome = self.session.send(text)
@@ -342,6 +343,8 @@ class Chat:
             self.view.warn("cancelled; back at the prompt")
         elif outcome.status not in ("done", "model_error"):  # the view showed a model error already
             self.view.warn(f"stopped ({outcome.status}): {outcome.reason}")
+        if self.usage.tokens() != before:  # what the request cost, on screen as it ends
+            self.view.info(self.usage.since(before))
         return outcome
 
     # ------------------------------------------------------------------ slash commands

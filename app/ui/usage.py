@@ -84,6 +84,18 @@ class UsageTotals:
         counts.requests += 1
         counts.estimated += bool(usage.get("estimated"))
 
+    def tokens(self) -> tuple[int, int]:
+        """(prompt, completion) tokens so far, over every model."""
+        return (sum(c.prompt for c in self.by_model.values()), sum(c.completion for c in self.by_model.values()))
+
+    def since(self, before: tuple[int, int]) -> str:
+        """One line after a request: its tokens, and the session's so far (`before`: `tokens()` ahead of it)."""
+        prompt, completion = self.tokens()
+        p, c = prompt - before[0], completion - before[1]
+        about = "about " if any(x.estimated for x in self.by_model.values()) else ""
+        return (f"tokens: {about}{p:,} prompt + {c:,} completion for this request; {about}{prompt + completion:,} in "
+                "the session")
+
     def lines(self, price_of: Callable[[str], Price | None], base_url: str | None = None) -> list[str]:
         """The tokens line and the cost line."""
         if not self.by_model:

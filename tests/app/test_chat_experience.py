@@ -190,7 +190,9 @@ def test_retries_are_shown_with_their_reason_and_wait_and_ctrl_c_leaves_with_the
         second = term.expect("trying again in 0.2s")
         assert "model server answered 503 (unavailable: warming up)" in second
         term.expect("Here now.")
-        term.expect("❯ ")
+        # What the request cost is on screen as it ends, before the next prompt.
+        assert "tokens: 1,200 prompt + 30 completion for this request; 1,230 in the session" in \
+            " ".join(term.expect("❯ ").split())
         term.type("\x03")  # Ctrl-C at the prompt leaves
         assert term.wait() == 0
         leaving = term.text[term.seen:]
