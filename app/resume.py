@@ -178,20 +178,19 @@ def _go_on(args, part: Part, goal: Goal, rebuilt: Rebuilt) -> int:
 
 def _sims(part: Part, goal: Goal) -> dict:
     """The simulated hosts the stopped part ran on, opened again where they are."""
-    roots = part.events[0].get("sim_roots") or {}
-    sims = {}
-    for entry in goal.hosts:
-        if entry.transport != "sim":
-            continue
-        root = roots.get(entry.name)
-        if not root or not Path(root).is_dir():
-            raise SessionConfigError(f"cannot resume {part.path}: the simulated host {entry.name} it ran on "
-                                     f"{'is not recorded' if not root else f'is gone ({root})'}; a fresh one would "
-                                     "not be the machine the run changed")
-        from tools.sim import Sim  # lazy: only a sim host loads the sim
+    return {e.name: open_sim(part, e.name, "run") for e in goal.hosts if e.transport == "sim"}
 
-        sims[entry.name] = Sim.open(Path(root))
-    return sims
+
+def open_sim(part: Part, name: str, what: str):
+    """The simulated host `name` the stopped part ran on, where it is; one line if it is gone or unrecorded."""
+    root = (part.events[0].get("sim_roots") or {}).get(name)
+    if not root or not Path(root).is_dir():
+        raise SessionConfigError(f"cannot resume {part.path}: the simulated host {name} it ran on "
+                                 f"{'is not recorded' if not root else f'is gone ({root})'}; a fresh one would "
+                                 f"not be the machine the {what} changed")
+    from tools.sim import Sim  # lazy: only a sim host loads the sim
+
+    return Sim.open(Path(root))
 
 
 def _execute(goal: Goal, session: Session, part: Part, rebuilt: Rebuilt):
@@ -327,18 +326,11 @@ def _chat_hosts(part: Part):
     for ev in part.events:
         if ev.get("type") == "note" and ev.get("kind") == "host_added":
             specs[ev["host"]] = {"name": ev["host"], "transport": ev.get("transport"), "target": ev.get("target")}
-    entries, sims, roots = [], {}, start.get("sim_roots") or {}
+    entries, sims = [], {}
     for name, spec in specs.items():
         transport = spec.get("transport")
         if transport == "sim":
-            root = roots.get(name)
-            if not root or not Path(root).is_dir():
-                raise SessionConfigError(f"cannot resume {part.path}: the simulated host {name} it ran on "
-                                         f"{'is not recorded' if not root else f'is gone ({root})'}; a fresh one would "
-                                         "not be the machine the chat changed")
-            from tools.sim import Sim  # lazy: only a sim host loads the sim
-
-            sims[name] = Sim.open(Path(root))
+            sims[name] = open_sim(part, name, "chat")
         entries.append(HostEntry(name=name, transport=transport, python=spec.get("python") if transport != "sim"
                                  else None, target=spec.get("target") if transport == "ssh" else None))
     return entries, sims
