@@ -38,6 +38,9 @@ from agent.record.transcript import Part, TranscriptError, new_transcript_path, 
 
 # How a stopped part may have ended for a resume to go on with it (no end at all: the process was killed).
 RESUMABLE = ("interrupted", "crashed", "model_error", "budget")
+# The result of a call the stopped process had not finished, or not started, and that changes nothing.
+NOT_FINISHED = ("not finished: the session was stopped before this call wrote its result. It changed nothing "
+                "on the host; send it again if you still need what it tells.")
 INSPECTION_CHARS = 1_500  # of each host's inspection, in the message that tells the model where things stand
 
 
@@ -97,9 +100,14 @@ def rebuild(part: Part) -> Rebuilt:
     def result_for(turn, prepared, recorded):
         if (turn, prepared.call.id) in open_calls:
             return CallResult(content=OUTCOME_UNKNOWN, ok=False, error="outcome unknown", status="unknown")
+        if recorded is None and part.end is None:
+            # Killed in the middle of a batch, before this call wrote a result. A change writes its
+            # intent before it starts (answered above), so this one changed nothing.
+            return CallResult(content=NOT_FINISHED, ok=False, error="not finished", status="cancelled")
         return None
 
-    report, session = drive(part.events[0], iter(part.events[1:]), Registry(default_tools()), result_for)
+    report, session = drive(part.events[0], iter(part.events[1:]), Registry(default_tools()), result_for,
+                            cut_short=part.end is None)
     if not report.ok:
         raise SessionConfigError(f"cannot rebuild the session from {part.path}: {report.message.splitlines()[0]}")
     store = {key: dict(value) if isinstance(value, dict) else value for key, value in session.store.items()}

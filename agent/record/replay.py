@@ -120,6 +120,10 @@ class _Cursor:
     def approvals(self) -> list[dict]:
         return [ev for ev in self.turn_events if ev["type"] == "approval"]
 
+    def exhausted(self) -> bool:
+        """The record has nothing after this turn's events and no session_end: the process was killed here."""
+        return self.end is None and self._peek() is None
+
 
 def turn_from_event(ev: dict, rewrite: Callable[[str], str] = lambda text: text) -> AssistantTurn:
     """The assistant turn a recorded model_response event holds (its text and arguments rewritten)."""
@@ -180,8 +184,9 @@ class ReplayRunner:
 class ReplayApprover:
     """The operator's recorded answers, in the order they were given."""
 
-    def __init__(self, cursor: _Cursor):
+    def __init__(self, cursor: _Cursor, cut_short: bool = False):
         self.cursor = cursor
+        self.cut_short = cut_short
         self._used: set[int] = set()
 
     def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
@@ -191,15 +196,21 @@ class ReplayApprover:
                 if ev.get("reason"):  # a no with the operator's words: the model read them with the refusal
                     return Declined(ev["reason"], ApprovalAnswer(ev["answer"]))
                 return ApprovalAnswer(ev["answer"])
+        if self.cut_short and self.cursor.exhausted():
+            # Killed while the question was open: nobody said no. Let the call reach the runner, which is
+            # stubbed, so its result says it never ran rather than that the operator declined it.
+            return ApprovalAnswer.YES
         return ApprovalAnswer.NO
 
 
 class _Comparator:
     """Listens to the replayed session's events and compares them with the record."""
 
-    def __init__(self, cursor: _Cursor, model: ReplayModel, start: dict, registry: Registry | None = None):
+    def __init__(self, cursor: _Cursor, model: ReplayModel, start: dict, registry: Registry | None = None,
+                 cut_short: bool = False):
         self.cursor, self.model = cursor, model
         self.start = start
+        self.cut_short = cut_short
         self.compared = 0
         self.registry = registry
         self._arguments: dict[tuple, dict] = {}  # (turn, index) -> a call's arguments, as the record had them
@@ -214,6 +225,8 @@ class _Comparator:
         rec = self.cursor.recorded(t, event["index"])
         if rec is None and t == "intent":
             return  # recorded before the journal existed
+        if rec is None and self.cut_short and self.cursor.exhausted():
+            return  # the process was killed before it wrote this step: nothing to compare it with
         if rec is None:
             self.model.divergence = Divergence(step, f"{t}: not in the record", None, _pick(event, t))
             return
@@ -275,10 +288,14 @@ def replay(path: Path, registry: Registry, verify_chain: bool = True) -> ReplayR
     return drive(start, events, registry)[0]
 
 
-def drive(start: dict, events: Iterator[dict], registry: Registry, result_for: ResultFor | None = None
-          ) -> tuple[ReplayReport, Session]:
+def drive(start: dict, events: Iterator[dict], registry: Registry, result_for: ResultFor | None = None,
+          cut_short: bool = False) -> tuple[ReplayReport, Session]:
     """Re-drive the session whose first event is `start` through the events that follow it: the report,
-    and the session as it stands at the end of the record (its messages, its ledger)."""
+    and the session as it stands at the end of the record (its messages, its ledger).
+
+    `cut_short`: the record may stop anywhere in its last turn (a process killed between two events of a
+    batch); the steps of that turn the record does not hold are taken as they come, not compared, and
+    the calls without a result get what `result_for` says."""
     policy_cfg = start.get("policy", {})
 
     def operator_note(ev: dict) -> None:
@@ -297,13 +314,13 @@ def drive(start: dict, events: Iterator[dict], registry: Registry, result_for: R
         scope=set(policy_cfg.get("scope", start.get("hosts", []))),
         ledger=BackupLedger(),
         mode=policy_cfg.get("mode", start.get("mode", "scripted")),
-        approver=ReplayApprover(cursor),
+        approver=ReplayApprover(cursor, cut_short),
         authorizations=[Authorization.model_validate(a) for a in policy_cfg.get("authorizations", [])],
         plan=bool(policy_cfg.get("plan", start.get("plan", False))),
     )
     b = start.get("budget") or {}
     budget = Budget.from_record({**b, "max_wall_s": None})
-    comparator = _Comparator(cursor, model, start, registry)
+    comparator = _Comparator(cursor, model, start, registry, cut_short)
     session = Session(model=model, registry=registry, gate=policy, transcript=TranscriptWriter(None),
                       system_prompt=start.get("system_prompt", ""), budget=budget,
                       runner=ReplayRunner(cursor, result_for, turn=lambda: model._turn), listeners=[comparator],

@@ -69,7 +69,7 @@ def stop_during_pip_install(tmp_path: Path, sig: signal.Signals) -> tuple[Path, 
         time.sleep(0.4)  # into the install
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
-    assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[sig], err
+    assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGKILL: -9}[sig], err
     return goal, transcript
 
 
@@ -80,7 +80,8 @@ def changes(path: Path) -> list[tuple[str, str]]:
     return [(e["tool"], results.get((e["turn"], e["call_id"]), "no result")) for e in evs if e["type"] == "intent"]
 
 
-def check_resumed(tmp_path: Path, first: Path, second: Path, srv: FakeOpenAI, r) -> None:
+def check_resumed(tmp_path: Path, first: Path, second: Path, srv: FakeOpenAI, r, stopped: str = "cancelled"
+                  ) -> None:
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     # The model was told the interrupted install's outcome is unknown, in a tool message for that call.
     pip_call = [e for e in events(first) if e["type"] == "intent" and e["tool"] == "pip_install"][0]["call_id"]
@@ -92,7 +93,7 @@ def check_resumed(tmp_path: Path, first: Path, second: Path, srv: FakeOpenAI, r)
     # The new transcript links to the old one, and both verify.
     start = events(second)[0]
     assert start["resumes"]["path"] == str(first.absolute()) and start["resumes"]["seq"] == events(first)[-1]["seq"]
-    for path in (first, second):
+    for path in (first, second) if stopped == "cancelled" else (second,):  # a killed process closes nothing
         assert verify(path).ok, verify(path).problems
     shown = agent("show", "--verify", str(second), tmp_path=tmp_path)
     assert shown.returncode == 0 and "links to" in shown.stdout and "intact" in shown.stdout, shown.stdout
@@ -102,7 +103,7 @@ def check_resumed(tmp_path: Path, first: Path, second: Path, srv: FakeOpenAI, r)
     assert [t for t, s in done if s == "ok"].count("install_runfile") == 1
     assert [t for t, s in done if s == "ok"].count("pip_freeze_backup") == 1
     assert [t for t, s in done if s == "ok"].count("pip_install") == 1
-    assert ("pip_install", "cancelled") in changes(first)
+    assert ("pip_install", stopped) in changes(first)
     result = [e for e in events(second) if e["type"] == "goal_result"][0]
     assert result["verdict"] == "met", result
     replayed = agent("replay", str(second), tmp_path=tmp_path)
@@ -119,6 +120,20 @@ def test_a_run_stopped_by_ctrl_c_during_pip_install_is_finished_by_resume(tmp_pa
     with FakeOpenAI(script) as srv:
         r = agent("resume", str(first), "--base-url", srv.base_url, "--transcript", str(second), tmp_path=tmp_path)
         check_resumed(tmp_path, first, second, srv, r)
+
+
+def test_a_run_killed_during_pip_install_is_finished_by_resume(tmp_path):
+    """SIGKILL: no handler runs, so no result and no session_end; the install's intent is all there is."""
+    _, first = stop_during_pip_install(tmp_path, signal.SIGKILL)
+    assert '"type":"session_end"' not in first.read_text()
+    second = tmp_path / "second.jsonl"
+    script = [Reply(calls=[LOOK]), Reply(calls=[("pip_install", PIP)]),
+              Reply(calls=[("run_bench", {**BENCH, "label": "after", "compare_to": "before",
+                                          "env": {"CUDA_HOME": "/usr/local/cuda-13.0"}})]),
+              Reply(text="Done.")]
+    with FakeOpenAI(script) as srv:
+        r = agent("resume", str(first), "--base-url", srv.base_url, "--transcript", str(second), tmp_path=tmp_path)
+        check_resumed(tmp_path, first, second, srv, r, stopped="no result")
 
 
 def test_a_run_stopped_by_sigterm_is_finished_by_resume_and_a_blind_repeat_is_sent_back(tmp_path):
