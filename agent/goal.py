@@ -100,6 +100,7 @@ class HostEntry(BaseModel):
     python: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     trust_host_key: str | None = None
+    identity_file: str | None = None  # ssh: a private key to offer first (an inventory's ansible_ssh_private_key_file)
     max_sessions: int = Field(default=8, ge=1, le=64)
 
     @model_validator(mode="after")

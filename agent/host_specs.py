@@ -32,7 +32,8 @@ def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) ->
         return sim.host_spec(name=entry.name), sim
     spec = HostSpec(name=entry.name, transport=entry.transport, target=entry.target,
                     path_prefix=list(entry.path_prefix), env=dict(entry.env), python=entry.python,
-                    max_sessions=entry.max_sessions, trust_host_key=entry.trust_host_key)
+                    max_sessions=entry.max_sessions, trust_host_key=entry.trust_host_key,
+                    identity_file=entry.identity_file)
     return spec, None
 
 

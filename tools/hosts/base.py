@@ -98,6 +98,7 @@ class HostSpec:
     python: str | None = None  # the interpreter of interest (a venv's python); default python3 on PATH
     max_sessions: int = 8  # commands at once; below OpenSSH's MaxSessions of 10
     trust_host_key: str | None = None  # a fingerprint the operator trusts explicitly (SHA256:...)
+    identity_file: str | None = None  # a private key offered before those of ~/.ssh/config and the agent
 
     def path(self) -> str:
         return ":".join([*self.path_prefix, DEFAULT_PATH])

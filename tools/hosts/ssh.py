@@ -18,6 +18,7 @@ tools/hosts/ssh_run.py; the kill itself goes over a second channel (SSHHost._kil
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import re
@@ -107,6 +108,9 @@ class SSHHost(Host):
         self.settings = settings or SSHSettings()
         self._config = load_ssh_config(self.settings.config_path)
         self.endpoint = resolve(spec.target or spec.name, self._config)
+        if spec.identity_file:  # offered first, as `ssh -i` does
+            self.endpoint = dataclasses.replace(self.endpoint, identity_files=(
+                spec.identity_file, *(f for f in self.endpoint.identity_files if f != spec.identity_file)))
         self._slots = threading.BoundedSemaphore(max(1, spec.max_sessions))
         self._lock = threading.Lock()  # guards connecting and the connection fields below
         self._clients: list[paramiko.SSHClient] = []  # jump hops first, the host itself last

@@ -1,0 +1,333 @@
+"""Ansible inventories, read as Ansible reads them, turned into the host entries sessions use.
+
+Both of Ansible's static formats: INI (`[group]`, `[group:vars]`, `[group:children]`, hosts before
+any section in `ungrouped`, `name key=value ...` lines, host ranges `gpu[01:32]`) and YAML (`all:` /
+`hosts:` / `vars:` / `children:`). A host's variables are merged as Ansible merges them: `all`'s
+first, then each group's from the shallowest to the deepest (children override parents), the host's
+own last.
+
+What a host entry takes from the variables: `ansible_host`, `ansible_user`, `ansible_port`,
+`ansible_ssh_private_key_file` (the SSH target, on top of ~/.ssh/config as `ssh` reads it),
+`ansible_connection: local`. Variables of our own, which Ansible ignores: `agent_transport: sim`
+with `agent_sim: {...}` (a simulated GPU host, as in goal files), `agent_python` (the interpreter of
+interest), `agent_path_prefix`. Written with our own small parser: the formats are small and fixed,
+and Ansible itself is a large install that would bring its own module loader for two file formats.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.goal import HostEntry
+
+MAX_INVENTORY_BYTES = 4 * 1024 * 1024
+MAX_HOSTS = 10_000  # ranges included: `gpu[0:99999]` is a typo, not a fleet
+
+
+class InventoryError(ValueError):
+    """What is wrong with an inventory, with its file and line where there is one."""
+
+
+@dataclass
+class Group:
+    name: str
+    hosts: list[str] = field(default_factory=list)
+    vars: dict[str, Any] = field(default_factory=dict)
+    children: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Inventory:
+    path: Path
+    groups: dict[str, Group]
+    host_vars: dict[str, dict[str, Any]]  # every host, in the order the file names them
+
+    def hosts(self) -> list[str]:
+        return list(self.host_vars)
+
+    def groups_of(self, host: str) -> list[str]:
+        """The groups `host` is in, directly or through children, `all` first, then by depth."""
+        depth = self._depths()
+        mine = {g for g in self.groups if host in self._members(g)}
+        return sorted(mine, key=lambda g: (depth.get(g, 0), g))
+
+    def vars_of(self, host: str) -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        for g in self.groups_of(host):
+            merged.update(self.groups[g].vars)
+        merged.update(self.host_vars[host])
+        return merged
+
+    def select(self, limit: str | None) -> list[str]:
+        """The hosts a `--limit` pattern names: group or host names separated by `,` or `:`, `!name` to
+        leave out, `&name` to keep only those also in name; every host without one."""
+        if not limit:
+            return self.hosts()
+        chosen: list[str] = []
+        excluded: set[str] = set()
+        narrowed: list[set[str]] = []
+        for word in filter(None, (w.strip() for w in re.split(r"[,:]", limit))):
+            kind, name = (word[0], word[1:]) if word[0] in "!&" else ("", word)
+            members = self._named(name)
+            if kind == "!":
+                excluded |= set(members)
+            elif kind == "&":
+                narrowed.append(set(members))
+            else:
+                chosen += [h for h in members if h not in chosen]
+        out = [h for h in chosen if h not in excluded and all(h in s for s in narrowed)]
+        if not out:
+            raise InventoryError(f"{self.path}: --limit {limit!r} leaves no host (groups: "
+                                 f"{', '.join(sorted(self.groups))})")
+        return out
+
+    def _named(self, name: str) -> list[str]:
+        if name in self.groups:
+            return [h for h in self.hosts() if h in self._members(name)]
+        if name in self.host_vars:
+            return [name]
+        raise InventoryError(f"{self.path}: --limit names {name!r}, which is neither a group nor a host of the "
+                             f"inventory (groups: {', '.join(sorted(self.groups))})")
+
+    def _members(self, group: str, seen: frozenset = frozenset()) -> set[str]:
+        if group == "all":
+            return set(self.host_vars)
+        g = self.groups.get(group)
+        if g is None or group in seen:
+            return set()
+        out = set(g.hosts)
+        for child in g.children:
+            out |= self._members(child, seen | {group})
+        return out
+
+    def _depths(self) -> dict[str, int]:
+        depth = {"all": 0}
+        frontier = [g for g in self.groups if g != "all" and not any(g in p.children for p in self.groups.values())]
+        for g in frontier:
+            depth[g] = 1
+        while frontier:
+            nxt = []
+            for g in frontier:
+                for child in self.groups[g].children:
+                    if child in self.groups and depth.get(child, 0) < depth[g] + 1 and depth[g] < len(self.groups):
+                        depth[child] = depth[g] + 1
+                        nxt.append(child)
+            frontier = nxt
+        return depth
+
+    def entries(self, names: list[str] | None = None) -> list[HostEntry]:
+        """The hosts (all, or those named) as goal-file host entries."""
+        return [host_entry(self.path, name, self.vars_of(name)) for name in (names or self.hosts())]
+
+
+def load_inventory(path: Path) -> Inventory:
+    try:
+        if path.stat().st_size > MAX_INVENTORY_BYTES:
+            raise InventoryError(f"{path}: too large for an inventory (over {MAX_INVENTORY_BYTES >> 20} MiB)")
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise InventoryError(f"{path}: cannot read the inventory: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise InventoryError(f"{path}: not UTF-8 text; save the inventory as UTF-8") from None
+    if path.suffix in (".yml", ".yaml", ".json"):
+        inv = _parse_yaml(path, text)
+    elif path.suffix in (".ini", ".cfg") or not _reads_as_yaml_groups(text):
+        inv = _parse_ini(path, text)  # as Ansible: a file without a telling suffix is INI unless it is YAML
+    else:
+        inv = _parse_yaml(path, text)
+    if not inv.host_vars:
+        raise InventoryError(f"{path}: the inventory names no host")
+    return inv
+
+
+def _reads_as_yaml_groups(text: str) -> bool:
+    try:
+        data = _yaml_load(text)
+    except Exception:  # noqa: BLE001 - not YAML: INI
+        return False
+    return isinstance(data, dict) and all(v is None or isinstance(v, dict) for v in data.values())
+
+
+# --------------------------------------------------------------------------- INI
+
+
+def _parse_ini(path: Path, text: str) -> Inventory:
+    groups: dict[str, Group] = {"all": Group("all"), "ungrouped": Group("ungrouped")}
+    host_vars: dict[str, dict[str, Any]] = {}
+    section, kind = "ungrouped", "hosts"
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        where = f"{path}:{lineno}"
+        if line.startswith("["):
+            m = re.fullmatch(r"\[([^\]:\s]+)(?::(vars|children))?\]", line)
+            if not m:
+                raise InventoryError(f"{where}: {line!r} is not a section header; write [group], [group:vars] or "
+                                     "[group:children]")
+            section, kind = m.group(1), m.group(2) or "hosts"
+            groups.setdefault(section, Group(section))
+            continue
+        if kind == "vars":
+            key, eq, value = line.partition("=")
+            if not eq or not key.strip():
+                raise InventoryError(f"{where}: a [{section}:vars] line is key=value, got {line!r}")
+            groups[section].vars[key.strip()] = _ini_value(value.strip(), literal=False)
+        elif kind == "children":
+            if not re.fullmatch(r"[\w.-]+", line):
+                raise InventoryError(f"{where}: a [{section}:children] line names one group, got {line!r}")
+            groups.setdefault(line, Group(line))
+            if line not in groups[section].children:
+                groups[section].children.append(line)
+        else:
+            name, *pairs = _split_host_line(where, line)
+            values = {}
+            for pair in pairs:
+                key, eq, value = pair.partition("=")
+                if not eq or not key:
+                    raise InventoryError(f"{where}: host variables are key=value, got {pair!r}")
+                values[key] = _ini_value(value, literal=True)
+            for host in expand_range(where, name):
+                host_vars.setdefault(host, {}).update(values)
+                if host not in groups[section].hosts:
+                    groups[section].hosts.append(host)
+                if len(host_vars) > MAX_HOSTS:
+                    raise InventoryError(f"{where}: more than {MAX_HOSTS:,} hosts")
+    return Inventory(path, groups, host_vars)
+
+
+def _split_host_line(where: str, line: str) -> list[str]:
+    import shlex
+
+    try:
+        return shlex.split(line, comments=True)
+    except ValueError as e:
+        raise InventoryError(f"{where}: cannot read the host line: {e}") from None
+
+
+def _ini_value(value: str, literal: bool) -> Any:
+    """Host-line values are Python literals where they parse as one (as Ansible reads them); others are text.
+    A value that reads as YAML flow (`{driver: 550.1}`) is read so, for `agent_sim`."""
+    if literal:
+        try:
+            return ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            pass
+    if value.startswith(("{", "[")):
+        try:
+            return _yaml_load(value)
+        except Exception:  # noqa: BLE001 - left as text; the entry's validation says what is wrong
+            return value
+    return value
+
+
+def expand_range(where: str, pattern: str) -> list[str]:
+    """`gpu[01:04]` -> gpu01..gpu04 (leading zeros kept), `n[a:c]` -> na..nc, `[1:9:2]` with a step."""
+    m = re.search(r"\[([0-9a-z]+):([0-9a-z]+)(?::(\d+))?\]", pattern)
+    if not m:
+        return [pattern]
+    start, end, step = m.group(1), m.group(2), int(m.group(3) or 1)
+    head, tail = pattern[:m.start()], pattern[m.end():]
+    if start.isdigit() and end.isdigit():
+        width = len(start) if start.startswith("0") else 0
+        values = [str(i).zfill(width) for i in range(int(start), int(end) + 1, step)]
+    elif len(start) == len(end) == 1 and start.isalpha() and end.isalpha():
+        values = [chr(c) for c in range(ord(start), ord(end) + 1, step)]
+    else:
+        raise InventoryError(f"{where}: cannot expand the range [{start}:{end}] in {pattern!r}")
+    if not values or len(values) > MAX_HOSTS:
+        raise InventoryError(f"{where}: the range in {pattern!r} gives {len(values)} hosts")
+    return [h for v in values for h in expand_range(where, head + v + tail)]
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+def _yaml_load(text: str) -> Any:
+    from ruamel.yaml import YAML  # lazy: as goal files
+
+    return YAML(typ="safe", pure=True).load(text)
+
+
+def _parse_yaml(path: Path, text: str) -> Inventory:
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        data = _yaml_load(text)
+    except YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise InventoryError(f"{path}{line}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    if not isinstance(data, dict):
+        raise InventoryError(f"{path}: a YAML inventory is a mapping of groups (usually `all:`)")
+    groups: dict[str, Group] = {"all": Group("all"), "ungrouped": Group("ungrouped")}
+    host_vars: dict[str, dict[str, Any]] = {}
+
+    def walk(name: str, body: Any, trail: tuple[str, ...]) -> None:
+        if name in trail:
+            raise InventoryError(f"{path}: group {name!r} is its own child ({' > '.join((*trail, name))})")
+        if body is None:
+            body = {}
+        if not isinstance(body, dict):
+            raise InventoryError(f"{path}: group {name!r} must be a mapping with hosts:, vars:, children:")
+        unknown = set(body) - {"hosts", "vars", "children"}
+        if unknown:
+            raise InventoryError(f"{path}: group {name!r} has {', '.join(sorted(map(str, unknown)))}; a group has "
+                                 "only hosts:, vars: and children:")
+        g = groups.setdefault(name, Group(name))
+        for pattern, values in (body.get("hosts") or {}).items():
+            if values is not None and not isinstance(values, dict):
+                raise InventoryError(f"{path}: host {pattern!r} in group {name!r}: its variables must be a mapping")
+            for host in expand_range(str(path), str(pattern)):
+                host_vars.setdefault(host, {}).update(values or {})
+                if host not in g.hosts:
+                    g.hosts.append(host)
+        if not isinstance(body.get("vars") or {}, dict):
+            raise InventoryError(f"{path}: vars of group {name!r} must be a mapping")
+        g.vars.update(body.get("vars") or {})
+        for child, child_body in (body.get("children") or {}).items():
+            if child not in g.children:
+                g.children.append(str(child))
+            walk(str(child), child_body, (*trail, name))
+
+    for name, body in data.items():
+        walk(str(name), body, ())
+    if len(host_vars) > MAX_HOSTS:
+        raise InventoryError(f"{path}: more than {MAX_HOSTS:,} hosts")
+    return Inventory(path, groups, host_vars)
+
+
+# --------------------------------------------------------------------------- host entries
+
+
+def host_entry(path: Path, name: str, v: dict[str, Any]) -> HostEntry:
+    """One inventory host as a goal-file host entry."""
+    from pydantic import ValidationError
+
+    transport = str(v.get("agent_transport") or ("local" if v.get("ansible_connection") == "local" else "ssh"))
+    fields: dict[str, Any] = {"name": name, "transport": transport}
+    if transport == "ssh":
+        address = str(v.get("ansible_host") or name)
+        host = f"[{address}]" if ":" in address and v.get("ansible_port") else address
+        user = v.get("ansible_user")
+        port = v.get("ansible_port")
+        fields["target"] = f"{user + '@' if user else ''}{host}{':' + str(port) if port else ''}"
+        if v.get("ansible_ssh_private_key_file"):
+            fields["identity_file"] = str(Path(str(v["ansible_ssh_private_key_file"])).expanduser())
+    if transport == "sim" and v.get("agent_sim") is not None:
+        fields["sim"] = v["agent_sim"]
+    if v.get("agent_python"):
+        fields["python"] = str(v["agent_python"])
+    if v.get("agent_path_prefix"):
+        prefix = v["agent_path_prefix"]
+        fields["path_prefix"] = [prefix] if isinstance(prefix, str) else list(prefix)
+    try:
+        return HostEntry.model_validate(fields)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InventoryError(f"{path}: host {name}: {where}: {first['msg']}") from None

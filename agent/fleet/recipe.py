@@ -1,0 +1,305 @@
+"""A recipe: the changes one canary session made and verified, in a file people read and review.
+
+`recipe_from_transcript` reads a finished session whose goal was met on one host and keeps what a
+fleet needs to do the same on other hosts, and no more:
+
+- preconditions: the canary's starting facts (driver, GPU model and count, toolkits, torch build),
+  from its first inspection. A host whose facts differ is not the machine the recipe was proven on.
+- backup: the arguments of the canary's pip_freeze_backup.
+- steps: the changes that the gate allowed and that ended ok, in the order they ran, with their
+  arguments (the host left out). Read-only calls are not steps: every host is inspected anyway.
+- authorizations: the goal-file rules those steps were allowed by (an operator's yes in a chat
+  becomes a rule for exactly that call), on every host (`host: "*"`), and one for restoring the
+  host's own backup, which is how a failed host is rolled back.
+- checks: the success checks the canary passed; the benchmark: the canary's before/after command,
+  with a statistical gate in place of a throughput check.
+
+Nothing comes from what the model said: every field is read from the record's calls, decisions,
+results and checks.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.goal import SuccessCheck
+from agent.safety.authorizations import Authorization
+
+RECIPE_VERSION = 1
+NOT_STEPS = {"pip_freeze_backup", "restore_backup"}  # the fleet makes the backup and the rollback itself
+MIN_GATE_RUNS = 5  # a rank test or a bootstrap needs more than the 3 runs a session usually measures
+
+
+class RecipeError(ValueError):
+    """Why a transcript gives no recipe, or a recipe file does not load."""
+
+
+class Preconditions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    driver: str | None = None  # the loaded driver's version, exactly
+    gpu_model: str | None = None  # nvidia-smi's name of the first GPU
+    gpu_count: int | None = None
+    toolkits: list[str] | None = None  # the versions installed side by side, sorted
+    torch: str | None = None  # the torch build of the interpreter of interest (2.10.0+cu128)
+
+    def mismatches(self, facts: dict) -> list[str]:
+        """How a host's inspection differs from these facts; empty when it is the same machine."""
+        now = facts_of(facts)
+        out = []
+        for key, want in self.model_dump().items():
+            if want is not None and now.get(key) != want:
+                out.append(f"{key} is {now.get(key)!r}, the recipe was proven on {want!r}")
+        return out
+
+
+def facts_of(inspection: dict) -> dict:
+    """The facts preconditions compare, from an inspect_host result's data."""
+    gpus = inspection.get("gpus") or []
+    return {"driver": (inspection.get("driver") or {}).get("version"),
+            "gpu_model": gpus[0].get("name") if gpus else None,
+            "gpu_count": inspection.get("gpu_count"),
+            "toolkits": sorted(t["version"] for t in inspection.get("toolkits") or [] if t.get("version")),
+            "torch": (inspection.get("python") or {}).get("torch")}
+
+
+class Step(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)  # the call's arguments without `host`
+
+
+class Gate(BaseModel):
+    """after >= before * (1 - max_drop_percent/100), at the given confidence (a bootstrap interval)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_drop_percent: float = Field(2.0, ge=0, le=100)
+    confidence: float = Field(0.95, gt=0.5, lt=1)
+
+
+class Benchmark(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    command: str
+    parser: str
+    metric: str | None = None
+    runs: int = Field(MIN_GATE_RUNS, ge=3, le=20)
+    warmup: int = Field(1, ge=0, le=5)
+    timeout: float = 1800
+    cwd: str | None = None
+    env_before: dict[str, str] = Field(default_factory=dict)
+    env_after: dict[str, str] = Field(default_factory=dict)  # e.g. the new toolkit's CUDA_HOME
+    gate: Gate = Field(default_factory=Gate)
+
+    def call(self, host: str, label: str) -> dict:
+        env = self.env_before if label == "before" else self.env_after
+        return {"host": host, "command": self.command, "parser": self.parser, "metric": self.metric,
+                "runs": self.runs, "warmup": self.warmup, "label": label, "timeout": self.timeout,
+                "env": dict(env) or None, "cwd": self.cwd, **({"compare_to": "before"} if label == "after" else {})}
+
+
+class LearnedFrom(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    transcript: str
+    host: str
+    last_hash: str  # of the canary transcript's last line: the record this recipe was read from
+    verdict: str
+
+
+class Recipe(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    recipe: Literal[1] = RECIPE_VERSION
+    goal: str
+    learned_from: LearnedFrom | None = None
+    preconditions: Preconditions = Field(default_factory=Preconditions)
+    backup: dict[str, Any] = Field(default_factory=dict)  # pip_freeze_backup's arguments without `host`
+    steps: list[Step] = Field(min_length=1)
+    restore: dict[str, Any] = Field(default_factory=dict)  # restore_backup's arguments besides host and backup_id
+    authorizations: list[Authorization] = Field(default_factory=list)
+    checks: list[SuccessCheck] = Field(default_factory=list)
+    benchmark: Benchmark | None = None
+    budget_turns: int = Field(0, ge=0)  # 0: the steps and the fleet's own calls, with room
+
+    def turns(self) -> int:
+        return self.budget_turns or len(self.steps) + 8
+
+
+# --------------------------------------------------------------------------- from a transcript
+
+
+def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
+    from agent.record.transcript import verify  # lazy: per command
+
+    check = verify(path)
+    if not check.ok:
+        raise RecipeError(f"{path}: the record is not intact ({check.problems[0]}); a recipe is read only from a "
+                          "record that verifies")
+    events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    start = events[0]
+    hosts = list(start.get("hosts") or [])
+    if host is None:
+        if len(hosts) != 1:
+            raise RecipeError(f"{path}: the session ran on {len(hosts)} hosts ({', '.join(hosts)}); name the canary "
+                              "with --host")
+        host = hosts[0]
+    elif host not in hosts:
+        raise RecipeError(f"{path}: host {host!r} is not in the session (its hosts: {', '.join(hosts)})")
+    result = next((e for e in reversed(events) if e["type"] == "goal_result"), None)
+    if result is None or result.get("verdict") != "met":
+        said = f"its verdict was {result.get('verdict')!r} ({result.get('reason')})" if result else "it has no verdict"
+        raise RecipeError(f"{path}: the canary session did not meet its goal ({said}): there is nothing proven to "
+                          "roll out")
+
+    calls = {(e["turn"], e["index"]): e for e in events if e["type"] == "tool_call"}
+    decisions = {(e["turn"], e["index"]): e for e in events if e["type"] == "decision"}
+    results = {(e["turn"], e["index"]): e for e in events if e["type"] == "tool_result"}
+    rules = [Authorization.model_validate(a) for a in (start.get("policy") or {}).get("authorizations", [])]
+
+    def on_host(key) -> bool:
+        return (calls[key].get("arguments") or {}).get("host") == host
+
+    ran = [key for key in sorted(calls) if key in results and results[key].get("ok") and on_host(key)]
+    restored = [k for k in ran if calls[k]["tool"] == "restore_backup"]
+    if restored:
+        raise RecipeError(f"{path}: the canary was rolled back (restore_backup in turn {restored[-1][0]}): what it "
+                          "ended with is not what its steps made, so no recipe is read from it")
+    inspections = [results[k]["data"] for k in ran if calls[k]["tool"] == "inspect_host"
+                   and isinstance(results[k].get("data"), dict)]
+    if not inspections:
+        raise RecipeError(f"{path}: the canary was never inspected (no inspect_host of {host}): its starting facts, "
+                          "the preconditions of a recipe, are unknown")
+    backups = [k for k in ran if calls[k]["tool"] == "pip_freeze_backup"]
+    steps, used_rules, first_step = [], [], None
+    for key in ran:
+        d = decisions.get(key) or {}
+        tool = calls[key]["tool"]
+        if tool in NOT_STEPS or d.get("risk") == "read-only" or d.get("verdict") != "allow":
+            continue
+        args = {k: v for k, v in (calls[key].get("arguments") or {}).items() if k != "host"}
+        steps.append(Step(tool=tool, args=args))
+        first_step = first_step or key
+        rule = _rule_for(d, rules, tool, args)
+        if rule is not None and rule not in used_rules:
+            used_rules.append(rule)
+    if not steps:
+        raise RecipeError(f"{path}: no change ran on {host}: there is nothing to roll out")
+    before = [k for k in ran if k < first_step and calls[k]["tool"] == "inspect_host"]
+    if not before:
+        raise RecipeError(f"{path}: {host} was not inspected before its first change: its starting facts are unknown")
+    backup_args = {k: v for k, v in (calls[backups[0]].get("arguments") or {}).items() if k != "host"} \
+        if backups else {}
+    restore = {"system": any(s.tool == "install_runfile" for s in steps)}
+    if backup_args.get("index_url"):
+        restore["index_url"] = backup_args["index_url"]
+    # The rollback: restore_backup is destructive (it uninstalls), so its rule says so. The gate still lets it
+    # restore only a backup of this session's ledger, of the host it runs on.
+    used_rules.append(Authorization(host="*", tool="restore_backup", destructive=True,
+                                    args={"backup_id": "*", "system": restore["system"]}))
+    checks, min_ratio = [], None
+    for e in events:
+        if e["type"] == "check" and e.get("ok"):
+            spec = {k: v for k, v in (e.get("spec") or {}).items() if k != "host"}
+            if e["kind"] == "throughput":
+                min_ratio = spec.get("min_ratio")
+            else:
+                checks.append(SuccessCheck.model_validate({e["kind"]: spec}))
+    first = results[before[0]]["data"]
+    return Recipe(
+        goal=start.get("goal") or "",
+        learned_from=LearnedFrom(transcript=str(path.absolute()), host=host, last_hash=_last_hash(path),
+                                 verdict=result["verdict"]),
+        preconditions=Preconditions(**facts_of(first)),
+        backup=backup_args, steps=steps, restore=restore, authorizations=used_rules, checks=checks,
+        benchmark=_benchmark(calls, results, ran, min_ratio),
+    )
+
+
+def _rule_for(decision: dict, rules: list[Authorization], tool: str, args: dict) -> Authorization | None:
+    by = decision.get("approved_by") or ""
+    if by.startswith("goal:authorizations["):
+        i = int(by[len("goal:authorizations["):].rstrip("]"))
+        if 0 <= i < len(rules):
+            return rules[i].model_copy(update={"host": "*"})
+    # An operator's yes (a chat): a rule for exactly this call.
+    return Authorization(host="*", tool=tool, args=args)
+
+
+def _benchmark(calls: dict, results: dict, ran: list, min_ratio: float | None) -> Benchmark | None:
+    benches = [(k, calls[k]["arguments"]) for k in ran if calls[k]["tool"] == "run_bench"]
+    after = next(((k, a) for k, a in reversed(benches) if a.get("compare_to")), None)
+    if after is None:
+        return None
+    before = next((a for k, a in benches if a.get("label") == after[1]["compare_to"] and k < after[0]), None)
+    if before is None or before.get("command") != after[1].get("command"):
+        return None
+    drop = 2.0 if min_ratio is None else max(0.0, round((1 - float(min_ratio)) * 100, 2))
+    a = after[1]
+    return Benchmark(command=a["command"], parser=a["parser"], metric=a.get("metric"),
+                     runs=max(MIN_GATE_RUNS, int(a.get("runs") or 3)), warmup=int(a.get("warmup") or 1),
+                     timeout=float(a.get("timeout") or 1800), cwd=a.get("cwd"),
+                     env_before=dict(before.get("env") or {}), env_after=dict(a.get("env") or {}),
+                     gate=Gate(max_drop_percent=drop))
+
+
+def _last_hash(path: Path) -> str:
+    import hashlib
+
+    last = path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    return hashlib.sha256(last).hexdigest()
+
+
+# --------------------------------------------------------------------------- files
+
+
+def dump_recipe(recipe: Recipe) -> str:
+    """The recipe as YAML, with a header that says what it is and how to use it."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.sort_base_mapping_type_on_output = False
+    out = io.StringIO()
+    yaml.dump(json.loads(recipe.model_dump_json(exclude_none=True)), out)
+    learned = recipe.learned_from
+    head = ["# A recipe for `agent fleet RECIPE.yaml --inventory INV`: read it before you roll it out.",
+            f"# Learned from {learned.transcript} (host {learned.host}, verdict {learned.verdict})." if learned else
+            "# Written by hand.",
+            "# Each host: preflight (its facts must match `preconditions`), a verified backup, the benchmark",
+            "# before, the steps (the gate allows each only by `authorizations`), the checks, the benchmark after",
+            "# and its gate; a host whose step, check or gate fails is restored from its backup."]
+    return "\n".join(head) + "\n" + out.getvalue()
+
+
+def load_recipe(path: Path) -> Recipe:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise RecipeError(f"{path}: cannot read the recipe: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise RecipeError(f"{path}: not UTF-8 text") from None
+    try:
+        data = YAML(typ="safe", pure=True).load(text)
+    except YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise RecipeError(f"{path}{f':{mark.line + 1}' if mark else ''}: not valid YAML: "
+                          f"{getattr(e, 'problem', e)}") from None
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}: a recipe is a mapping (`agent recipe TRANSCRIPT -o {path.name}` writes one)")
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top)"
+        raise RecipeError(f"{path}: {where}: {first['msg']}") from None
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)

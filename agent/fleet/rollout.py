@@ -1,0 +1,399 @@
+"""Rolling a recipe over a fleet: the canary first, then batches in parallel, a failure threshold.
+
+Each host is a session of its own with its own transcript, run through the same loop, gate, journal
+and end checks as `agent run`. Its model is the recipe (`RecipeModel`): it makes the recipe's calls
+one turn at a time and decides from their recorded results, so a host's transcript verifies and
+replays as any other, and costs no tokens. What it does, on each host:
+
+1. inspect_host: the host's facts against the recipe's preconditions. A host that differs is held
+   (nothing changed) and reported.
+2. pip_freeze_backup, then the benchmark before (`runs` measured runs).
+3. The steps, one a turn. The gate allows each only by the recipe's authorizations, and only after
+   the backup verified. A step that fails ends the steps.
+4. The benchmark after; the success checks and the final state (`verify_end`, as a run ends); the
+   benchmark gate (agent/fleet/stats.py).
+5. Any of those failing: restore_backup of the host's own backup, as a request of its own in the
+   same session, so the rollback is its own recorded step.
+
+The fleet's own transcript (hash-chained like every other) holds the plan, each batch, and each
+host's outcome with the path and last-line hash of that host's transcript, which ties them together.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Generator
+
+from agent.budget import Budget
+from agent.fleet.recipe import Recipe
+from agent.fleet.stats import bootstrap_gate
+from agent.goal import Goal, HostEntry
+from agent.model.protocol import AssistantTurn, ToolCall
+
+# What a host's rollout ended as, Ansible's recap words where they mean the same.
+OK, CHANGED, FAILED, HELD, UNREACHABLE, INTERRUPTED, NOT_RUN = (
+    "ok", "changed", "failed", "held", "unreachable", "interrupted", "not run")
+COUNTS_AS_FAILED = (FAILED, UNREACHABLE)
+ROLLBACK_REQUEST = "Roll this host back to its backup: {why}"
+
+
+@dataclass
+class CallSeen:
+    tool: str
+    ok: bool
+    status: str
+    content: str
+    data: Any
+
+
+class RecipeModel:
+    """The recipe as a session's model: one call a turn, the next one chosen from the recorded results."""
+
+    writes_summaries = False
+
+    def __init__(self, recipe: Recipe, host: str, stop: threading.Event):
+        self.name = "recipe"
+        self.recipe, self.host, self.stop = recipe, host, stop
+        self.results: dict[str, CallSeen] = {}  # call id -> what the record says it did
+        self.held: list[str] = []
+        self.failed: str | None = None  # why the host failed before its checks, if it did
+        self.backup_id: str | None = None
+        self.bench: dict[str, dict] = {}  # label -> run_bench data
+        self.changed = 0  # steps that ended ok
+        self.rolled_back: bool | None = None
+        self.interrupted = False
+        self._plan: Generator | None = None
+        self._calls = 0
+        self._last_id: str | None = None
+
+    # -- listening to the session's events
+    def listen(self, event: dict) -> None:
+        if event.get("type") == "tool_result":
+            self.results[event["call_id"]] = CallSeen(event.get("tool", ""), bool(event.get("ok")),
+                                                      event.get("status", ""), event.get("content") or "",
+                                                      event.get("data"))
+
+    # -- the model protocol
+    def complete(self, messages, tools, on_text=None) -> AssistantTurn:
+        if self._plan is None:
+            wants_rollback = any(m.get("role") == "user" and str(m.get("content", "")).startswith("Roll this host")
+                                 for m in messages[-1:])
+            self._plan = self._rollback() if wants_rollback else self._apply()
+            step = next(self._plan)
+        else:
+            seen = self.results.get(self._last_id or "")
+            try:
+                step = self._plan.send(seen)
+            except StopIteration as done:  # pragma: no cover - the plans return through _final
+                step = ("final", str(done.value))
+        if step[0] == "final":
+            self._plan = None
+            return AssistantTurn(text=step[1], finish_reason="stop")
+        tool, args = step
+        self._calls += 1
+        self._last_id = f"recipe_{self._calls}"
+        return AssistantTurn(tool_calls=[ToolCall(id=self._last_id, name=tool, arguments=json.dumps(args))],
+                             finish_reason="tool_calls")
+
+    def _stopped(self) -> bool:
+        if self.stop.is_set():
+            self.interrupted = True
+        return self.interrupted
+
+    def _apply(self):
+        h, recipe = self.host, self.recipe
+        seen = yield ("inspect_host", {"host": h})
+        if not seen or not seen.ok or not isinstance(seen.data, dict):
+            self.failed = f"the host could not be inspected: {_first_line(seen)}"
+            yield ("final", f"failed: {self.failed}")
+            return
+        self.held = recipe.preconditions.mismatches(seen.data)
+        if self.held:
+            yield ("final", "held: " + "; ".join(self.held))
+            return
+        if self._stopped():
+            yield ("final", "stopped before the backup: the rollout was interrupted")
+            return
+        seen = yield ("pip_freeze_backup", {"host": h, **recipe.backup})
+        if not seen or not seen.ok:
+            self.failed = f"the backup failed: {_first_line(seen)}"
+            yield ("final", f"failed: {self.failed}")
+            return
+        self.backup_id = (seen.data or {}).get("backup_id")
+        if recipe.benchmark is not None:
+            seen = yield ("run_bench", recipe.benchmark.call(h, "before"))
+            if not seen or not seen.ok:
+                self.failed = f"the benchmark before failed: {_first_line(seen)}"
+                yield ("final", f"failed: {self.failed}")
+                return
+            self.bench["before"] = seen.data
+        for i, step in enumerate(recipe.steps, start=1):
+            if self._stopped():
+                yield ("final", f"stopped before step {i} ({step.tool}): the rollout was interrupted")
+                return
+            seen = yield (step.tool, {"host": h, **step.args})
+            if not seen or not seen.ok:
+                self.failed = f"step {i} ({step.tool}) {seen.status if seen else 'did not run'}: {_first_line(seen)}"
+                yield ("final", f"failed: {self.failed}")
+                return
+            self.changed += 1
+        if recipe.benchmark is not None:
+            seen = yield ("run_bench", recipe.benchmark.call(h, "after"))
+            if not seen or not seen.ok:
+                self.failed = f"the benchmark after failed: {_first_line(seen)}"
+                yield ("final", f"failed: {self.failed}")
+                return
+            self.bench["after"] = seen.data
+        yield ("final", f"applied: {len(recipe.steps)} step{'s' * (len(recipe.steps) != 1)} ran")
+
+    def _rollback(self):
+        seen = yield ("restore_backup", {"host": self.host, "backup_id": self.backup_id, **self.recipe.restore})
+        self.rolled_back = bool(seen and seen.ok)
+        yield ("final", "rolled back" if self.rolled_back else f"the rollback failed: {_first_line(seen)}")
+
+
+def _first_line(seen: CallSeen | None) -> str:
+    if seen is None:
+        return "no result"
+    text = seen.content.strip().splitlines()
+    return (text[0] if text else seen.status)[:300]
+
+
+# --------------------------------------------------------------------------- one host
+
+
+@dataclass
+class HostOutcome:
+    host: str
+    status: str
+    reason: str
+    batch: int
+    transcript: str | None = None
+    last_hash: str | None = None
+    gate: dict | None = None
+    rolled_back: bool | None = None
+    steps_ok: int = 0
+    duration_s: float = 0.0
+    bench: dict = field(default_factory=dict)  # label -> {median, values}
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def host_goal(recipe: Recipe, entry: HostEntry) -> Goal:
+    return Goal(goal=recipe.goal, hosts=[entry], authorizations=recipe.authorizations,
+                budget=Budget(turns=recipe.turns()), success=recipe.checks)
+
+
+def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, stop: threading.Event,
+             sim_dir: Path | None, start_info: dict) -> HostOutcome:
+    """One host's rollout, in a session and a transcript of its own."""
+    from agent.checks import verify_end  # lazy: the fleet's start-up stays small
+    from agent.loop import Outcome
+    from agent.preflight import reach_hosts
+    from agent.session_builder import build_session, goal_message
+
+    began = time.monotonic()
+    goal = host_goal(recipe, entry)
+    model = RecipeModel(recipe, entry.name, stop)
+    built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,
+                          budget=goal.budget, transcript=transcript, listeners=[model.listen], sim_dir=sim_dir,
+                          start_info={"goal": goal.goal, "command": "fleet", **start_info})
+    session = built.session
+    gate: dict | None = None
+    checks_ok: bool | None = None
+    with session.closing():
+        unreached = reach_hosts(session.hosts, [entry.name])
+        if unreached:
+            reason = unreached[0].problem
+            session.emit("preflight", host=entry.name, ok=False, problem=reason)
+            status = UNREACHABLE
+        else:
+            outcome = session.send(goal_message(goal))
+            session.ending = outcome
+            status, reason = _judge_apply(model, outcome)
+            if status == CHANGED:
+                checks_ok = verify_end(goal, session)
+                gate = _gate(recipe, model)
+                why = _why_failed(checks_ok, gate)
+                if why:
+                    status, reason = FAILED, why
+                else:
+                    reason = (f"{model.changed} step{'s' * (model.changed != 1)} ran, the checks passed"
+                              + (f", gate: {gate['detail']}" if gate else ""))
+            if status == FAILED and model.backup_id and not model.interrupted:
+                session.send(ROLLBACK_REQUEST.format(why=reason))
+                reason += "; rolled back" if model.rolled_back else "; THE ROLLBACK FAILED: see the transcript"
+        session.emit("goal_result", met=status in (OK, CHANGED), verdict="met" if status in (OK, CHANGED) else
+                     "not met", exit_code=0 if status in (OK, CHANGED, HELD) else 1, reason=reason,
+                     checks_ok=checks_ok, fleet_status=status, gate=gate, rolled_back=model.rolled_back)
+        if unreached:
+            session.ending = Outcome("preflight", reason)
+    return HostOutcome(host=entry.name, status=status, reason=reason, batch=batch, transcript=str(transcript),
+                       last_hash=last_line_hash(transcript), gate=gate, rolled_back=model.rolled_back,
+                       steps_ok=model.changed, duration_s=round(time.monotonic() - began, 3),
+                       bench={label: {"median": d.get("median"), "values": d.get("values")}
+                              for label, d in model.bench.items() if isinstance(d, dict)})
+
+
+def _judge_apply(model: RecipeModel, outcome) -> tuple[str, str]:
+    if model.held:
+        return HELD, "held: " + "; ".join(model.held)
+    if model.interrupted:
+        return INTERRUPTED, "the rollout was interrupted" + (f" after {model.changed} step(s)" if model.changed else "")
+    if model.failed:
+        return FAILED, model.failed
+    if outcome.status != "done":
+        return FAILED, f"the session ended {outcome.status}: {outcome.reason}"
+    return CHANGED, ""
+
+
+def _gate(recipe: Recipe, model: RecipeModel) -> dict | None:
+    bench = recipe.benchmark
+    if bench is None or "before" not in model.bench or "after" not in model.bench:
+        return None
+    before, after = model.bench["before"], model.bench["after"]
+    higher = ((after.get("comparison") or {}).get("higher_is_better"))
+    result = bootstrap_gate([float(v) for v in before["values"]], [float(v) for v in after["values"]],
+                            bench.gate.max_drop_percent, bench.gate.confidence, higher, metric=after.get("metric", ""))
+    return result.as_dict()
+
+
+def _why_failed(checks_ok: bool | None, gate: dict | None) -> str:
+    whys = []
+    if checks_ok is False:
+        whys.append("a success check failed")
+    if gate is not None and not gate["passed"]:
+        whys.append(f"the benchmark gate failed: {gate['detail']}")
+    return "; ".join(whys)
+
+
+def last_line_hash(path: Path) -> str | None:
+    try:
+        data = path.read_bytes().rstrip(b"\n")
+    except OSError:
+        return None
+    return hashlib.sha256(data.rsplit(b"\n", 1)[-1]).hexdigest() if data else None
+
+
+# --------------------------------------------------------------------------- the fleet
+
+
+@dataclass
+class FleetResult:
+    outcomes: list[HostOutcome]
+    stopped: str | None  # why the rollout stopped before its last batch, if it did
+    transcript: Path
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for o in self.outcomes:
+            out[o.status] = out.get(o.status, 0) + 1
+        return out
+
+
+def plan_batches(hosts: list[str], canary: int, batch: int) -> list[list[str]]:
+    """The canary hosts first (a batch of their own), then batches of `batch` hosts, in inventory order."""
+    first, rest = hosts[:canary], hosts[canary:]
+    return ([first] if first else []) + [rest[i:i + batch] for i in range(0, len(rest), batch)]
+
+
+def over_threshold(outcomes: list[HostOutcome], max_fail_percent: float) -> str | None:
+    """Why the rollout stops here, or None: failed (and unreachable) hosts over the share of hosts attempted."""
+    attempted = [o for o in outcomes if o.status not in (HELD, NOT_RUN)]
+    failed = [o for o in attempted if o.status in COUNTS_AS_FAILED]
+    if not attempted or not failed:
+        return None
+    share = 100 * len(failed) / len(attempted)
+    if share > max_fail_percent:
+        return (f"{len(failed)} of {len(attempted)} hosts attempted failed ({share:.0f}%), over --max-fail "
+                f"{max_fail_percent:g}%")
+    return None
+
+
+def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, canary: int, batch: int,
+             max_fail_percent: float, out_dir: Path, sim_dir: Path | None = None,
+             on_event: Callable[[str, dict], None] = lambda kind, data: None) -> FleetResult:
+    """Roll the recipe out; the fleet transcript is `out_dir/fleet.jsonl`, each host's `out_dir/<host>.jsonl`."""
+    from agent.record.transcript import Redactor, TranscriptWriter
+    from agent.session_builder import versions
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fleet_path = out_dir / "fleet.jsonl"
+    writer = TranscriptWriter(fleet_path, Redactor())
+    by_name = {e.name: e for e in entries}
+    batches = plan_batches(list(by_name), canary, batch)
+    recipe_text = recipe_path.read_bytes()
+    writer.write("session_start", command="fleet", versions=versions(), recipe=str(recipe_path.absolute()),
+                 recipe_sha256=hashlib.sha256(recipe_text).hexdigest(), hosts=list(by_name),
+                 plan={"canary": canary, "batch": batch, "max_fail_percent": max_fail_percent, "batches": batches},
+                 goal=recipe.goal)
+    stop = threading.Event()
+    outcomes: list[HostOutcome] = []
+    stopped: str | None = None
+    status, reason = "done", ""
+    try:
+        for b, names in enumerate(batches):
+            writer.write("fleet_batch", batch=b, canary=b == 0 and canary > 0, hosts=names)
+            on_event("batch", {"batch": b, "canary": b == 0 and canary > 0, "hosts": names})
+            done = _run_batch(recipe, [by_name[n] for n in names], b, out_dir, stop, sim_dir,
+                              {"fleet": str(fleet_path.absolute()), "recipe": str(recipe_path.absolute())}, on_event)
+            for o in done:
+                writer.write("fleet_host", **o.as_dict())
+            outcomes += done
+            if b == 0 and canary > 0 and any(o.status in COUNTS_AS_FAILED for o in done):
+                stopped = "the canary failed: the recipe does not hold on this fleet"
+            else:
+                stopped = over_threshold(outcomes, max_fail_percent)
+            if stop.is_set():
+                stopped = "interrupted"
+            if stopped and b + 1 < len(batches):
+                break
+            if stopped and b + 1 == len(batches):
+                stopped = None if stopped != "interrupted" else stopped  # nothing was left to stop
+    except KeyboardInterrupt:
+        stop.set()
+        stopped, status, reason = "interrupted", "interrupted", "stopped by Ctrl-C"
+    finally:
+        ran = {o.host for o in outcomes}
+        for name in by_name:
+            if name not in ran:
+                o = HostOutcome(host=name, status=NOT_RUN, reason=stopped or "not reached", batch=-1)
+                outcomes.append(o)
+                writer.write("fleet_host", **o.as_dict())
+        result = FleetResult(outcomes, stopped, fleet_path)
+        writer.write("fleet_result", counts=result.counts(), stopped=stopped,
+                     failed=[o.host for o in outcomes if o.status in COUNTS_AS_FAILED],
+                     held=[o.host for o in outcomes if o.status == HELD])
+        writer.write("session_end", status=status, reason=reason or (stopped or "every batch ran"))
+    return result
+
+
+def _run_batch(recipe: Recipe, entries: list[HostEntry], b: int, out_dir: Path, stop: threading.Event,
+               sim_dir: Path | None, start_info: dict, on_event) -> list[HostOutcome]:
+    with cf.ThreadPoolExecutor(max_workers=len(entries), thread_name_prefix="fleet") as pool:
+        futures = {pool.submit(_run_host_safely, recipe, e, b, out_dir / f"{e.name}.jsonl", stop, sim_dir,
+                               start_info): e.name for e in entries}
+        try:
+            for f in cf.as_completed(futures):
+                on_event("host", f.result().as_dict())
+        except KeyboardInterrupt:
+            stop.set()  # no host starts another step; the steps running end, and are recorded
+            cf.wait(futures)
+            raise
+    order = {e.name: i for i, e in enumerate(entries)}
+    return sorted((f.result() for f in futures), key=lambda o: order[o.host])
+
+
+def _run_host_safely(recipe, entry, b, path, stop, sim_dir, start_info) -> HostOutcome:
+    try:
+        return run_host(recipe, entry, b, path, stop, sim_dir, start_info)
+    except Exception as e:  # noqa: BLE001 - one host's crash is that host's failure, not the fleet's
+        return HostOutcome(host=entry.name, status=FAILED, reason=f"crashed: {type(e).__name__}: {e}", batch=b,
+                           transcript=str(path), last_hash=last_line_hash(path))
