@@ -213,6 +213,18 @@ def cmd_completion(args) -> int:
     return ExitCode.OK
 
 
+def cmd_recipe(args) -> int:
+    from app.fleet import make_recipe  # lazy: per command
+
+    return make_recipe(args)
+
+
+def cmd_fleet(args) -> int:
+    from app.fleet import run_fleet  # lazy: per command
+
+    return run_fleet(args)
+
+
 def cmd_demo(args) -> int:
     from app.demo import demo  # lazy: per command
 
@@ -487,6 +499,45 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verbosity_flags(p)
     _add_model_flags(p)
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("recipe", help="turn a canary run's verified changes into a recipe file to review and roll out",
+                       description=_para("Read TRANSCRIPT, a finished run whose goal was met, and write the recipe "
+                                         "`agent fleet` rolls out: the canary's starting facts as preconditions, its "
+                                         "backup, the changes that ran and ended ok with their arguments, the "
+                                         "authorizations they needed, its passed checks and its before/after "
+                                         "benchmark with a statistical gate. Read from the record only."),
+                       epilog="example: agent recipe run.jsonl -o cuda13.recipe.yaml")
+    p.add_argument("transcript", help="the canary's transcript (.jsonl)")
+    p.add_argument("-o", "--output", help="the recipe file to write (default: print it)")
+    p.add_argument("--host", help="the canary, when the run had several hosts")
+    p.add_argument("--force", action="store_true", help="write over an existing file")
+    p.set_defaults(func=cmd_recipe)
+
+    p = sub.add_parser("fleet", help="roll a recipe over an inventory: canary first, then batches, a failure limit",
+                       description=_para("Roll RECIPE over the hosts of an Ansible inventory (INI or YAML). The "
+                                         "canary hosts go first, then batches whose hosts run in parallel. Each "
+                                         "host: its facts must match the recipe's preconditions (else it is held, "
+                                         "unchanged), a verified backup, the benchmark before, the steps (each "
+                                         "allowed only by the recipe's authorizations), the checks, the benchmark "
+                                         "after and its gate; a host whose step, check or gate fails is restored "
+                                         "from its backup. A failed canary, or failures over --max-fail, stop the "
+                                         "rollout. Each host gets a transcript, tied together by fleet.jsonl."),
+                       epilog="inventory variables: ansible_host, ansible_user, ansible_port, "
+                              "ansible_ssh_private_key_file, ansible_connection=local; agent_transport=sim with "
+                              "agent_sim={...} for a simulated host, agent_python, agent_path_prefix.\n\n"
+                              "exit codes: 0 every host attempted ended ok or changed (held hosts are reported); "
+                              "1 a host failed or the rollout stopped; 2 a bad recipe, inventory or flag; 130 Ctrl-C",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("recipe", help="the recipe (`agent recipe` writes one)")
+    p.add_argument("--inventory", "-i", required=True, help="an Ansible inventory, INI or YAML")
+    p.add_argument("--limit", "-l", help="groups or hosts to roll over (`gpu`, `gpu:!gpu07`, `a,b`); default all")
+    p.add_argument("--canary", type=int, default=1, help="hosts that go first, alone (default 1)")
+    p.add_argument("--batch", type=int, default=4, help="hosts at once after the canary (default 4)")
+    p.add_argument("--max-fail", type=float, default=0, metavar="PERCENT",
+                   help="stop when more than this share of the hosts attempted failed (default 0: the first)")
+    p.add_argument("--dir", help="where the transcripts go (default: a new folder in the data dir)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line: batches, hosts, the recap")
+    p.set_defaults(func=cmd_fleet)
 
     p = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
                        description=_para("Print a completion script for the agent command: its subcommands and their "

@@ -1,0 +1,124 @@
+"""`agent recipe` and `agent fleet`: learn an upgrade on a canary, roll it over many hosts.
+
+    agent recipe CANARY.jsonl -o RECIPE.yaml          # read the changes a finished run made and verified
+    agent fleet RECIPE.yaml --inventory hosts.ini --limit gpu --canary 1 --batch 8 --max-fail 10
+
+The rollout itself is agent/fleet/rollout.py; this file reads the flags, prints progress and the
+recap, and gives the exit code: 0 when every host that was attempted ended ok or changed (held hosts
+are reported, not failures), 1 when a host failed or the rollout stopped, 2 for a bad recipe or
+inventory, 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from agent.errors import SessionConfigError
+from agent.fleet.recipe import RecipeError
+from app.exit_codes import ExitCode
+
+
+def make_recipe(args) -> int:
+    from agent.fleet.recipe import dump_recipe, recipe_from_transcript
+
+    path = Path(args.transcript)
+    if not path.is_file():
+        raise SessionConfigError(f"no transcript at {path}: give the .jsonl of a finished run whose goal was met")
+    try:
+        recipe = recipe_from_transcript(path, host=args.host)
+    except RecipeError as e:
+        raise SessionConfigError(str(e)) from None
+    text = dump_recipe(recipe)
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        out = Path(args.output)
+        if out.exists() and not args.force:
+            raise SessionConfigError(f"{out} exists: give another -o, or --force to write over it")
+        out.write_text(text, encoding="utf-8")
+        print(f"recipe: {out} ({len(recipe.steps)} step{'s' * (len(recipe.steps) != 1)}, "
+              f"{len(recipe.authorizations)} rule{'s' * (len(recipe.authorizations) != 1)}, "
+              f"{len(recipe.checks)} check{'s' * (len(recipe.checks) != 1)}"
+              f"{', a benchmark gate' if recipe.benchmark else ''}); read it before `agent fleet {out} --inventory ...`",
+              file=sys.stderr)
+    return ExitCode.OK
+
+
+def run_fleet(args) -> int:
+    from agent.fleet.inventory import InventoryError, load_inventory
+    from agent.fleet.recipe import load_recipe
+    from agent.fleet.rollout import COUNTS_AS_FAILED, roll_out
+
+    if args.canary < 0 or args.batch < 1 or not 0 <= args.max_fail <= 100:
+        raise SessionConfigError("--canary is 0 or more, --batch 1 or more, --max-fail a percentage from 0 to 100")
+    try:
+        recipe = load_recipe(Path(args.recipe))
+        inventory = load_inventory(Path(args.inventory))
+        names = inventory.select(args.limit)
+        entries = inventory.entries(names)
+    except (RecipeError, InventoryError) as e:
+        raise SessionConfigError(str(e)) from None
+    out_dir = Path(args.dir) if args.dir else _default_dir()
+    if (out_dir / "fleet.jsonl").exists():
+        raise SessionConfigError(f"{out_dir} already holds a rollout (fleet.jsonl): give another --dir")
+    began = time.monotonic()
+    show = _Progress(args.json)
+    show.intro(len(entries), args.canary, args.batch, args.max_fail, out_dir)
+    result = roll_out(recipe, Path(args.recipe), entries, canary=min(args.canary, len(entries)), batch=args.batch,
+                      max_fail_percent=args.max_fail, out_dir=out_dir, on_event=show.event)
+    show.recap(result, time.monotonic() - began)
+    if result.stopped == "interrupted":
+        return ExitCode.INTERRUPTED
+    if result.stopped or any(o.status in COUNTS_AS_FAILED for o in result.outcomes):
+        return ExitCode.FAILED
+    return ExitCode.OK
+
+
+def _default_dir() -> Path:
+    from agent.record.transcript import new_transcript_path
+
+    path = new_transcript_path("fleet")
+    return path.with_suffix("")
+
+
+class _Progress:
+    """One line per batch and per host as it ends (or one JSON object per line), then the recap."""
+
+    def __init__(self, as_json: bool):
+        self.as_json = as_json
+
+    def _say(self, text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    def intro(self, hosts: int, canary: int, batch: int, max_fail: float, out_dir: Path) -> None:
+        if not self.as_json:
+            self._say(f"fleet: {hosts} host{'s' * (hosts != 1)}, canary {min(canary, hosts)}, batches of {batch}, "
+                      f"stop when more than {max_fail:g}% of the hosts attempted fail; transcripts in {out_dir}")
+
+    def event(self, kind: str, data: dict) -> None:
+        if self.as_json:
+            print(json.dumps({"event": kind, **data}), flush=True)
+        elif kind == "batch":
+            what = "canary" if data["canary"] else f"batch {data['batch']}"
+            self._say(f"-- {what}: {', '.join(data['hosts'])}")
+        elif kind == "host":
+            self._say(f"   {data['host']:<16} {data['status']:<10} {data['reason'][:160]}")
+
+    def recap(self, result, elapsed: float) -> None:
+        counts = result.counts()
+        if self.as_json:
+            print(json.dumps({"event": "recap", "counts": counts, "stopped": result.stopped,
+                              "transcript": str(result.transcript),
+                              "hosts": [o.as_dict() for o in result.outcomes]}), flush=True)
+            return
+        self._say(f"\nRECAP {'*' * 60}")
+        for o in result.outcomes:
+            marks = [f"{k}={int(o.status == k)}" for k in ("ok", "changed", "failed", "held")]
+            extra = " rolled_back=1" if o.rolled_back else ""
+            self._say(f"{o.host:<16}: {'  '.join(marks)}  [{o.status}]{extra}")
+        said = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        self._say(f"\n{said}; {elapsed:.0f} s" + (f"; stopped: {result.stopped}" if result.stopped else ""))
+        self._say(f"fleet transcript: {result.transcript}")

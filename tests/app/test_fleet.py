@@ -1,0 +1,155 @@
+"""`agent recipe` and `agent fleet`: an upgrade learned on a canary, rolled over sandboxed sims.
+
+Real `agent demo`, `agent recipe` and `agent fleet` processes and real simulated GPU hosts. The
+canary is the demo's own run (the seed's CUDA 12.8 -> 13.0 upgrade, goal met); its recipe is rolled
+over hosts of which some differ (a driver: held) or break (a /tmp too small for the CUDA runfile: the
+step fails; an H100 the recipe's check does not accept: the check fails after the changes ran).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.fleet.recipe import load_recipe
+from agent.record.transcript import verify
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def env_for(home: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_", "SSH_AUTH"))}
+    env.update({"PYTHONPATH": str(ROOT), "HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "TMPDIR": str(home)})
+    return env
+
+
+def agent(*args: str, home: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True,
+                          env=env_for(home), timeout=timeout, cwd=ROOT)
+
+
+def events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory) -> Path:
+    """The demo's run as the canary, and the recipe `agent recipe` reads from it."""
+    home = tmp_path_factory.mktemp("canary")
+    demo = agent("demo", "--dir", str(home / "demo"), "--json", home=home, timeout=300)
+    assert demo.returncode == 0, demo.stderr[-2000:]
+    out = home / "cuda13.recipe.yaml"
+    made = agent("recipe", str(home / "demo" / "demo.jsonl"), "-o", str(out), home=home)
+    assert made.returncode == 0 and "2 steps" in made.stderr, made.stderr
+    return out
+
+
+def test_the_recipe_holds_what_the_canary_ran_and_verified(recipe):
+    r = load_recipe(recipe)
+    assert [s.tool for s in r.steps] == ["install_runfile", "pip_install"]
+    assert r.preconditions.driver == "590.48.01" and r.preconditions.toolkits == ["12.8"]
+    assert r.preconditions.torch == "2.10.0+cu128" and r.preconditions.gpu_count == 8
+    assert [a.tool for a in r.authorizations] == ["install_runfile", "pip_install", "restore_backup"]
+    assert all(a.host == "*" for a in r.authorizations) and r.authorizations[2].destructive
+    assert r.restore == {"system": True}  # a toolkit was installed: the rollback removes it too
+    assert r.benchmark is not None and r.benchmark.runs >= 5
+    assert r.benchmark.env_after == {"CUDA_HOME": "/usr/local/cuda-13.0"}
+    assert r.checks[0].toolkit.path == "/usr/local/cuda-13.0"
+    assert r.learned_from.verdict == "met"
+
+
+def inventory(path: Path, hosts: dict[str, str]) -> Path:
+    """An INI inventory of sims: name -> the host's agent_sim (YAML flow), '' for the default machine."""
+    lines = ["# sims for the fleet tests", "[gpu]"]
+    lines += [f"{name}" + (f" agent_sim='{sim}'" if sim else "") for name, sim in hosts.items()]
+    lines += ["", "[gpu:vars]", "agent_transport=sim"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def last_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]).hexdigest()
+
+
+def check_record(out: Path) -> dict[str, dict]:
+    """Every transcript verifies, each host's is the one the fleet's names, and each replays identically;
+    the fleet's host events by host."""
+    fleet = out / "fleet.jsonl"
+    assert verify(fleet).ok, verify(fleet).problems
+    hosts = {e["host"]: e for e in events(fleet) if e["type"] == "fleet_host"}
+    for name, ev in hosts.items():
+        if ev["status"] == "not run":
+            assert not (out / f"{name}.jsonl").exists()
+            continue
+        path = Path(ev["transcript"])
+        assert verify(path).ok, (name, verify(path).problems)
+        assert ev["last_hash"] == last_hash(path)
+    return hosts
+
+
+def changes(path: Path) -> list[tuple[str, str]]:
+    evs = events(path)
+    results = {(e["turn"], e["call_id"]): e["status"] for e in evs if e["type"] == "tool_result"}
+    return [(e["tool"], results.get((e["turn"], e["call_id"]), "none")) for e in evs if e["type"] == "intent"]
+
+
+def test_a_small_fleet_holds_the_host_that_differs_rolls_back_the_one_that_fails_and_upgrades_the_rest(
+        recipe, tmp_path):
+    inv = inventory(tmp_path / "hosts.ini", {"gpu01": "", "gpu02": "{free_space_mb: {/tmp: 500}}",
+                                             "gpu03": "{driver: 580.95.05}", "gpu04": ""})
+    out = tmp_path / "rollout"
+    r = agent("fleet", str(recipe), "-i", str(inv), "--batch", "3", "--max-fail", "50", "--dir", str(out), home=tmp_path)
+    assert r.returncode == 1, r.stderr[-3000:]  # a host failed
+    hosts = check_record(out)
+    assert {h: e["status"] for h, e in hosts.items()} == {"gpu01": "changed", "gpu02": "failed", "gpu03": "held",
+                                                          "gpu04": "changed"}
+    assert [e["batch"] for e in hosts.values()] == [0, 1, 1, 1]
+    # Held: inspected, nothing changed, and the recap says why.
+    assert changes(out / "gpu03.jsonl") == []
+    assert "driver is '580.95.05', the recipe was proven on '590.48.01'" in hosts["gpu03"]["reason"]
+    # Failed at its first step, and restored from its own backup as a step of its own.
+    assert changes(out / "gpu02.jsonl")[-2:] == [("install_runfile", "error"), ("restore_backup", "ok")]
+    assert hosts["gpu02"]["rolled_back"] is True and "rolled back" in hosts["gpu02"]["reason"]
+    # Upgraded: both steps, the checks and the gate, from the record.
+    for name in ("gpu01", "gpu04"):
+        assert [t for t, s in changes(out / f"{name}.jsonl") if s == "ok"] == [
+            "pip_freeze_backup", "install_runfile", "pip_install"]
+        assert hosts[name]["gate"]["passed"] and hosts[name]["gate"]["ratio"] > 1.05
+        result = [e for e in events(out / f"{name}.jsonl") if e["type"] == "goal_result"][0]
+        assert result["checks_ok"] is True and result["fleet_status"] == "changed"
+    assert "RECAP" in r.stderr and "gpu02          : ok=0  changed=0  failed=1  held=0  [failed] rolled_back=1" \
+        in r.stderr.replace("gpu02           ", "gpu02          "), r.stderr[-1500:]
+    for name in ("gpu01", "gpu02", "gpu03"):
+        replayed = agent("replay", str(out / f"{name}.jsonl"), home=tmp_path)
+        assert replayed.returncode == 0, replayed.stdout
+
+
+def test_a_failed_canary_stops_the_rollout_before_any_other_host(recipe, tmp_path):
+    inv = inventory(tmp_path / "hosts.ini", {"gpu01": "{free_space_mb: {/tmp: 500}}", "gpu02": "", "gpu03": ""})
+    out = tmp_path / "rollout"
+    r = agent("fleet", str(recipe), "-i", str(inv), "--max-fail", "90", "--dir", str(out), "--json", home=tmp_path)
+    assert r.returncode == 1, r.stderr[-2000:]
+    hosts = check_record(out)
+    assert [e["status"] for e in hosts.values()] == ["failed", "not run", "not run"]
+    recap = json.loads(r.stdout.splitlines()[-1])
+    assert recap["event"] == "recap" and recap["stopped"].startswith("the canary failed")
+
+
+def test_bad_flags_recipes_and_inventories_are_one_line_and_exit_2(recipe, tmp_path):
+    inv = inventory(tmp_path / "hosts.ini", {"gpu01": ""})
+    bad_inv = tmp_path / "bad.ini"
+    bad_inv.write_text("[gpu\nx\n")
+    bad_recipe = tmp_path / "bad.yaml"
+    bad_recipe.write_text("recipe: 1\ngoal: x\nsteps: []\n")
+    for args, said in [((str(recipe), "-i", str(bad_inv)), "is not a section header"),
+                       ((str(bad_recipe), "-i", str(inv)), "steps"),
+                       ((str(recipe), "-i", str(inv), "--limit", "cpu"), "neither a group nor a host"),
+                       ((str(recipe), "-i", str(inv), "--batch", "0"), "--batch 1 or more")]:
+        r = agent("fleet", *args, "--dir", str(tmp_path / "x"), home=tmp_path)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and said in r.stderr, (args, r.stderr)
