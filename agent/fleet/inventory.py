@@ -141,6 +141,7 @@ def load_inventory(path: Path) -> Inventory:
         inv = _parse_yaml(path, text)
     if not inv.host_vars:
         raise InventoryError(f"{path}: the inventory names no host")
+    inv.entries()  # every host's variables must make a host entry: said now, before anything runs
     return inv
 
 

@@ -39,8 +39,10 @@ def bootstrap_gate(before: list[float], after: list[float], max_drop_percent: fl
         raise ValueError("the gate needs at least 2 runs on each side")
     if min(before) <= 0 or min(after) <= 0:
         raise ValueError("the gate compares ratios of positive figures")
+    shown = f"runs before {_fmt(before)}, after {_fmt(after)}"
+    before, after = sorted(before), sorted(after)  # the order runs were measured in changes nothing
     better, worse = (before, after) if higher_is_better is False else (after, before)
-    seed = hashlib.sha256(repr((sorted(before), sorted(after))).encode()).digest()
+    seed = hashlib.sha256(repr((before, after)).encode()).digest()
     rng = random.Random(seed)
     ratios = sorted(_mean(rng.choices(better, k=len(better))) / _mean(rng.choices(worse, k=len(worse)))
                     for _ in range(RESAMPLES))
@@ -52,8 +54,7 @@ def bootstrap_gate(before: list[float], after: list[float], max_drop_percent: fl
     passed = low >= floor
     word = "at least" if passed else "below"
     detail = (f"{metric}: after/before {ratio:.3f} ({confidence:.0%} interval {low:.3f}-{high:.3f}); the lower end "
-              f"is {word} {floor:.3f} (a drop of at most {max_drop_percent:g}%); runs before "
-              f"{_fmt(before)}, after {_fmt(after)}")
+              f"is {word} {floor:.3f} (a drop of at most {max_drop_percent:g}%); {shown}")
     return GateResult(passed, ratio, low, high, confidence, floor, detail)
 
 
