@@ -153,3 +153,60 @@ def test_bad_flags_recipes_and_inventories_are_one_line_and_exit_2(recipe, tmp_p
                        ((str(recipe), "-i", str(inv), "--batch", "0"), "--batch 1 or more")]:
         r = agent("fleet", *args, "--dir", str(tmp_path / "x"), home=tmp_path)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and said in r.stderr, (args, r.stderr)
+
+
+@pytest.mark.timeout(1500)  # 32 sims on two cores: about 6 minutes
+def test_32_sims_in_batches_of_8_with_2_failures_go_on_under_the_threshold_and_every_record_verifies(
+        recipe, tmp_path):
+    """The canary, then 4 batches of 8 (the last of 7). gpu07's /tmp is too small for the runfile (its first
+    step fails); gpu20 is an H100, which this recipe's check refuses after both steps ran (a real rollback:
+    the toolkit removed, the wheels put back); gpu30's driver differs (held). --max-fail 12: 1 of 9 attempted
+    after batch 1 (11%), 2 of 25 after batch 3 (8%): it goes on to the end."""
+    from agent.fleet.recipe import dump_recipe
+    from agent.goal import SuccessCheck
+
+    r = load_recipe(recipe)
+    r.preconditions.gpu_model = None  # any GPU model; the check below says which one is wanted
+    r.checks.append(SuccessCheck.model_validate({"command": {
+        "run": "nvidia-smi --query-gpu=name --format=csv,noheader", "expect_output": "Blackwell"}}))
+    edited = tmp_path / "recipe.yaml"
+    edited.write_text(dump_recipe(r))
+    machines = {f"gpu{i:02}": "" for i in range(1, 33)}
+    machines.update({"gpu07": "{free_space_mb: {/tmp: 500}}", "gpu20": "{gpu_model: H100 80GB HBM3}",
+                     "gpu30": "{driver: 580.95.05}"})
+    inv = inventory(tmp_path / "hosts.ini", machines)
+    out = tmp_path / "rollout"
+    res = agent("fleet", str(edited), "-i", str(inv), "--canary", "1", "--batch", "8", "--max-fail", "12",
+                "--dir", str(out), home=tmp_path, timeout=1500)
+    assert res.returncode == 1, res.stderr[-3000:]
+    hosts = check_record(out)
+    statuses = {h: e["status"] for h, e in hosts.items()}
+    assert [h for h, s in statuses.items() if s == "failed"] == ["gpu07", "gpu20"]
+    assert [h for h, s in statuses.items() if s == "held"] == ["gpu30"]
+    assert sum(s == "changed" for s in statuses.values()) == 29
+    assert [e["batch"] for e in hosts.values()] == [0] + [1] * 8 + [2] * 8 + [3] * 8 + [4] * 7
+    fleet = events(out / "fleet.jsonl")
+    assert [e["hosts"] for e in fleet if e["type"] == "fleet_batch"][0] == ["gpu01"]  # the canary alone, first
+    assert [e for e in fleet if e["type"] == "fleet_result"][0]["stopped"] is None
+    # The check failed after both steps ran, and the rollback undid them: toolkit gone, the wheels back.
+    assert hosts["gpu20"]["rolled_back"] and "a success check failed" in hosts["gpu20"]["reason"]
+    assert [t for t, s in changes(out / "gpu20.jsonl") if s == "ok"] == [
+        "pip_freeze_backup", "install_runfile", "pip_install", "restore_backup"]
+    restored = [e for e in events(out / "gpu20.jsonl") if e["type"] == "tool_result" and e["tool"] == "restore_backup"]
+    assert restored[0]["data"]["remaining_diff"] == []
+    assert hosts["gpu07"]["rolled_back"] and changes(out / "gpu30.jsonl") == []
+
+
+def test_failures_over_the_threshold_stop_the_rollout_after_their_batch(recipe, tmp_path):
+    """gpu03 fails in batch 1 of 3 (1 of 4 attempted: 25% > 20%): batch 2 never starts."""
+    machines = {f"gpu{i:02}": "" for i in range(1, 8)}
+    machines["gpu03"] = "{free_space_mb: {/tmp: 500}}"
+    inv = inventory(tmp_path / "hosts.ini", machines)
+    out = tmp_path / "rollout"
+    res = agent("fleet", str(recipe), "-i", str(inv), "--batch", "3", "--max-fail", "20", "--dir", str(out),
+                home=tmp_path)
+    assert res.returncode == 1, res.stderr[-3000:]
+    hosts = check_record(out)
+    assert [e["status"] for e in hosts.values()] == ["changed", "changed", "failed", "changed"] + ["not run"] * 3
+    result = [e for e in events(out / "fleet.jsonl") if e["type"] == "fleet_result"][0]
+    assert result["stopped"] == "1 of 4 hosts attempted failed (25%), over --max-fail 20%"
