@@ -37,6 +37,22 @@ class GoalError(ValueError):
     """A goal file that cannot be used; the message names file, line and key."""
 
 
+class SimSlurm(BaseModel):
+    """The simulated host as a Slurm node: someone else's drain (its reason), and its running jobs."""
+
+    model_config = ConfigDict(extra="forbid")
+    drained_by: str | None = Field(default=None, max_length=200)  # the reason of a drain someone else made
+    jobs: list[float] = Field(default_factory=list, max_length=64)  # seconds each still runs once drained
+
+
+class SimKubernetes(BaseModel):
+    """The simulated host as a Kubernetes node: cordoned by someone else or not, and its pods."""
+
+    model_config = ConfigDict(extra="forbid")
+    cordoned_by: str | None = Field(default=None, max_length=200)
+    pods: list[float] = Field(default_factory=list, max_length=64)  # seconds each takes to leave once drained
+
+
 class SimMachine(BaseModel):
     """The simulated GPU host a `transport: sim` entry asks for (every field has the seed's value by default):
 
@@ -60,6 +76,8 @@ class SimMachine(BaseModel):
     # cannot reach); the sim's mirror under /srv/pypi is still there for tools that name it.
     pypi_reachable: bool = True
     bench_noise: float = Field(default=0.25, ge=0)  # run-to-run noise of its benchmarks, standard deviation in tok/s
+    slurm: SimSlurm | None = None  # a node of a Slurm cluster (scontrol, squeue on its PATH)
+    kubernetes: SimKubernetes | None = None  # a node of a Kubernetes cluster (kubectl on its PATH)
 
     @field_validator("gpu_model")
     @classmethod

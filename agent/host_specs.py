@@ -26,7 +26,11 @@ def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) ->
 
             try:
                 check_sandbox()
-                sim = build_sim(root, **(entry.sim or SimMachine()).build_options())
+                machine = entry.sim or SimMachine()
+                sim = build_sim(root, **machine.build_options())
+                if machine.slurm is not None or machine.kubernetes is not None:
+                    sim.join_scheduler(entry.name, slurm=machine.slurm and machine.slurm.model_dump(),
+                                       kubernetes=machine.kubernetes and machine.kubernetes.model_dump())
             except (SimBuildError, SandboxUnavailable) as e:
                 raise SessionConfigError(f"host {entry.name}: {e}") from None
         return sim.host_spec(name=entry.name), sim

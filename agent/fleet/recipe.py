@@ -31,7 +31,8 @@ from agent.goal import SuccessCheck
 from agent.safety.authorizations import Authorization
 
 RECIPE_VERSION = 1
-NOT_STEPS = {"pip_freeze_backup", "restore_backup"}  # the fleet makes the backup and the rollback itself
+# The fleet makes the backup, the rollback, the drain and the undrain itself, around the steps.
+NOT_STEPS = {"pip_freeze_backup", "restore_backup", "drain_node", "undrain_node"}
 MIN_GATE_RUNS = 5  # a rank test or a bootstrap needs more than the 3 runs a session usually measures
 
 
@@ -101,6 +102,25 @@ class Benchmark(BaseModel):
                 "env": dict(env) or None, "cwd": self.cwd, **({"compare_to": "before"} if label == "after" else {})}
 
 
+class Drain(BaseModel):
+    """Take each host out of its scheduler after its backup and before its first benchmark; put it back
+    once it is upgraded or rolled back (never when its rollback failed, and never one someone else drained)."""
+
+    model_config = ConfigDict(extra="forbid")
+    scheduler: Literal["slurm", "kubernetes"]
+    reason: str = Field(min_length=1, max_length=120, pattern=r"^[A-Za-z0-9 ._:/+=,()-]+$")
+    timeout: float = Field(3600, gt=0, le=86_400)  # seconds to wait for the node's jobs
+
+    def call(self, host: str, undrain: bool = False) -> dict:
+        args = {"host": host, "scheduler": self.scheduler, "reason": self.reason}
+        return args if undrain else {**args, "timeout": self.timeout}
+
+    def rules(self) -> list[Authorization]:
+        pinned = {"scheduler": self.scheduler, "reason": self.reason, "node": "*"}
+        return [Authorization(host="*", tool="drain_node", args=pinned),
+                Authorization(host="*", tool="undrain_node", args=pinned)]
+
+
 class LearnedFrom(BaseModel):
     model_config = ConfigDict(extra="forbid")
     transcript: str
@@ -121,6 +141,7 @@ class Recipe(BaseModel):
     authorizations: list[Authorization] = Field(default_factory=list)
     checks: list[SuccessCheck] = Field(default_factory=list)
     benchmark: Benchmark | None = None
+    drain: Drain | None = None
     budget_turns: int = Field(0, ge=0)  # 0: the steps and the fleet's own calls, with room
 
     def turns(self) -> int:
@@ -172,10 +193,13 @@ def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
         raise RecipeError(f"{path}: the canary was never inspected (no inspect_host of {host}): its starting facts, "
                           "the preconditions of a recipe, are unknown")
     backups = [k for k in ran if calls[k]["tool"] == "pip_freeze_backup"]
-    steps, used_rules, first_step = [], [], None
+    steps, used_rules, first_step, drain = [], [], None, None
     for key in ran:
         d = decisions.get(key) or {}
         tool = calls[key]["tool"]
+        if tool == "drain_node" and drain is None:
+            a = calls[key].get("arguments") or {}
+            drain = Drain(scheduler=a["scheduler"], reason=a["reason"], timeout=a.get("timeout") or 3600)
         if tool in NOT_STEPS or d.get("risk") == "read-only" or d.get("verdict") != "allow":
             continue
         args = {k: v for k, v in (calls[key].get("arguments") or {}).items() if k != "host"}
@@ -198,6 +222,8 @@ def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
     # restore only a backup of this session's ledger, of the host it runs on.
     used_rules.append(Authorization(host="*", tool="restore_backup", destructive=True,
                                     args={"backup_id": "*", "system": restore["system"]}))
+    if drain is not None:
+        used_rules += drain.rules()
     checks, min_ratio = [], None
     for e in events:
         if e["type"] == "check" and e.get("ok"):
@@ -213,7 +239,7 @@ def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
                                  verdict=result["verdict"]),
         preconditions=Preconditions(**facts_of(first)),
         backup=backup_args, steps=steps, restore=restore, authorizations=used_rules, checks=checks,
-        benchmark=_benchmark(calls, results, ran, min_ratio),
+        benchmark=_benchmark(calls, results, ran, min_ratio), drain=drain,
     )
 
 

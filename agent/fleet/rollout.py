@@ -10,6 +10,9 @@ replays as any other, and costs no tokens. What it does, on each host:
 2. pip_freeze_backup, then the benchmark before (`runs` measured runs).
 3. The steps, one a turn. The gate allows each only by the recipe's authorizations, and only after
    the backup verified. A step that fails ends the steps.
+   With a `drain:` in the recipe, drain_node after the backup (waiting for the node's jobs), and
+   undrain_node at the end once the host is upgraded or rolled back; a node someone else drained
+   is left drained, and one whose rollback failed too.
 4. The benchmark after; the success checks and the final state (`verify_end`, as a run ends); the
    benchmark gate (agent/fleet/stats.py).
 5. Any of those failing: restore_backup of the host's own backup, as a request of its own in the
@@ -41,6 +44,7 @@ OK, CHANGED, FAILED, HELD, UNREACHABLE, INTERRUPTED, NOT_RUN = (
     "ok", "changed", "failed", "held", "unreachable", "interrupted", "not run")
 COUNTS_AS_FAILED = (FAILED, UNREACHABLE)
 ROLLBACK_REQUEST = "Roll this host back to its backup: {why}"
+UNDRAIN_REQUEST = "Put this node back into its scheduler."
 
 
 @dataclass
@@ -67,6 +71,8 @@ class RecipeModel:
         self.bench: dict[str, dict] = {}  # label -> run_bench data
         self.changed = 0  # steps that ended ok
         self.rolled_back: bool | None = None
+        self.drained: str | None = None  # "ours", or "someone else's" (left as it is)
+        self.undrained: bool | None = None
         self.interrupted = False
         self._plan: Generator | None = None
         self._calls = 0
@@ -82,9 +88,9 @@ class RecipeModel:
     # -- the model protocol
     def complete(self, messages, tools, on_text=None) -> AssistantTurn:
         if self._plan is None:
-            wants_rollback = any(m.get("role") == "user" and str(m.get("content", "")).startswith("Roll this host")
-                                 for m in messages[-1:])
-            self._plan = self._rollback() if wants_rollback else self._apply()
+            asked = str(messages[-1].get("content", "")) if messages and messages[-1].get("role") == "user" else ""
+            self._plan = (self._rollback() if asked.startswith(ROLLBACK_REQUEST[:20]) else
+                          self._undrain() if asked == UNDRAIN_REQUEST else self._apply())
             step = next(self._plan)
         else:
             seen = self.results.get(self._last_id or "")
@@ -126,6 +132,14 @@ class RecipeModel:
             yield ("final", f"failed: {self.failed}")
             return
         self.backup_id = (seen.data or {}).get("backup_id")
+        if recipe.drain is not None:
+            seen = yield ("drain_node", recipe.drain.call(h))
+            if not seen or not seen.ok:
+                self.drained = "ours"  # a drain that timed out waiting for jobs is in place: undone as ours
+                self.failed = f"the drain failed: {_first_line(seen)}"
+                yield ("final", f"failed: {self.failed}")
+                return
+            self.drained = "ours" if (seen.data or {}).get("drained_by_us") else "someone else's"
         if recipe.benchmark is not None:
             seen = yield ("run_bench", recipe.benchmark.call(h, "before"))
             if not seen or not seen.ok:
@@ -151,6 +165,11 @@ class RecipeModel:
                 return
             self.bench["after"] = seen.data
         yield ("final", f"applied: {len(recipe.steps)} step{'s' * (len(recipe.steps) != 1)} ran")
+
+    def _undrain(self):
+        seen = yield ("undrain_node", self.recipe.drain.call(self.host, undrain=True))
+        self.undrained = bool(seen and seen.ok)
+        yield ("final", "back in its scheduler" if self.undrained else f"the undrain failed: {_first_line(seen)}")
 
     def _rollback(self):
         seen = yield ("restore_backup", {"host": self.host, "backup_id": self.backup_id, **self.recipe.restore})
@@ -178,6 +197,8 @@ class HostOutcome:
     last_hash: str | None = None
     gate: dict | None = None
     rolled_back: bool | None = None
+    drained: str | None = None  # "ours" or "someone else's"
+    undrained: bool | None = None
     steps_ok: int = 0
     duration_s: float = 0.0
     bench: dict = field(default_factory=dict)  # label -> {median, values}
@@ -230,6 +251,7 @@ def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, sto
             if status == FAILED and model.backup_id and not model.interrupted:
                 session.send(ROLLBACK_REQUEST.format(why=reason))
                 reason += "; rolled back" if model.rolled_back else "; THE ROLLBACK FAILED: see the transcript"
+            reason += _undrain(session, model, status)
         session.emit("goal_result", met=status in (OK, CHANGED), verdict="met" if status in (OK, CHANGED) else
                      "not met", exit_code=0 if status in (OK, CHANGED, HELD) else 1, reason=reason,
                      checks_ok=checks_ok, fleet_status=status, gate=gate, rolled_back=model.rolled_back)
@@ -237,9 +259,23 @@ def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, sto
             session.ending = Outcome("preflight", reason)
     return HostOutcome(host=entry.name, status=status, reason=reason, batch=batch, transcript=str(transcript),
                        last_hash=last_line_hash(transcript), gate=gate, rolled_back=model.rolled_back,
+                       drained=model.drained, undrained=model.undrained,
                        steps_ok=model.changed, duration_s=round(time.monotonic() - began, 3),
                        bench={label: {"median": d.get("median"), "values": d.get("values")}
                               for label, d in model.bench.items() if isinstance(d, dict)})
+
+
+def _undrain(session, model: RecipeModel, status: str) -> str:
+    """Back into its scheduler, when we drained it and it is healthy (upgraded, or rolled back); what to add to the
+    host's reason."""
+    if model.drained == "someone else's":
+        return "; it was drained by someone else before: left drained"
+    if model.drained != "ours":
+        return ""
+    if model.interrupted or (status == FAILED and not model.rolled_back):
+        return "; LEFT DRAINED: it is not known to be healthy"
+    session.send(UNDRAIN_REQUEST)
+    return "; back in its scheduler" if model.undrained else "; the undrain failed: it is still drained"
 
 
 def _judge_apply(model: RecipeModel, outcome) -> tuple[str, str]:

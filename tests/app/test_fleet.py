@@ -210,3 +210,32 @@ def test_failures_over_the_threshold_stop_the_rollout_after_their_batch(recipe, 
     assert [e["status"] for e in hosts.values()] == ["changed", "changed", "failed", "changed"] + ["not run"] * 3
     result = [e for e in events(out / "fleet.jsonl") if e["type"] == "fleet_result"][0]
     assert result["stopped"] == "1 of 4 hosts attempted failed (25%), over --max-fail 20%"
+
+
+def test_a_recipe_that_drains_puts_back_only_the_nodes_it_drained_and_only_healthy_ones(recipe, tmp_path):
+    """Slurm nodes: gpu01 runs a job (the drain waits for it), gpu02 was drained by an operator (left drained),
+    gpu03's /tmp is too small (its step fails, it is rolled back, and then put back: it is as it was)."""
+    from agent.fleet.recipe import Drain, dump_recipe
+
+    r = load_recipe(recipe)
+    r.drain = Drain(scheduler="slurm", reason="cuda 13.0 upgrade", timeout=120)
+    r.authorizations += r.drain.rules()
+    edited = tmp_path / "recipe.yaml"
+    edited.write_text(dump_recipe(r))
+    inv = inventory(tmp_path / "hosts.ini", {
+        "gpu01": "{slurm: {jobs: [0.5]}}", "gpu02": '{slurm: {drained_by: "hw: fan 3 failed"}}',
+        "gpu03": "{slurm: {}, free_space_mb: {/tmp: 500}}"})
+    out = tmp_path / "rollout"
+    res = agent("fleet", str(edited), "-i", str(inv), "--canary", "0", "--batch", "3", "--max-fail", "50",
+                "--dir", str(out), home=tmp_path)
+    assert res.returncode == 1, res.stderr[-3000:]
+    hosts = check_record(out)
+    ran = {h: [t for t, s in changes(out / f"{h}.jsonl") if s == "ok"] for h in hosts}
+    assert ran["gpu01"] == ["pip_freeze_backup", "drain_node", "install_runfile", "pip_install", "undrain_node"]
+    assert hosts["gpu01"]["undrained"] and "back in its scheduler" in hosts["gpu01"]["reason"]
+    assert ran["gpu02"] == ["pip_freeze_backup", "drain_node", "install_runfile", "pip_install"]  # no undrain
+    assert hosts["gpu02"]["drained"] == "someone else's" and "left drained" in hosts["gpu02"]["reason"]
+    assert ran["gpu03"] == ["pip_freeze_backup", "drain_node", "restore_backup", "undrain_node"]
+    assert hosts["gpu03"]["status"] == "failed" and hosts["gpu03"]["rolled_back"] and hosts["gpu03"]["undrained"]
+    drained = [e for e in events(out / "gpu01.jsonl") if e["type"] == "tool_result" and e["tool"] == "drain_node"]
+    assert drained[0]["data"]["jobs_at_start"] == 1 and drained[0]["data"]["waited_s"] >= 0.5

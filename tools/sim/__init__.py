@@ -129,6 +129,44 @@ class Sim:
         st = _state.update(self.root, lambda st: st["driver"].__setitem__("loaded", bool(loaded)))
         _runfile.write_proc_version(self.root, st)
 
+    def join_scheduler(self, node: str, slurm: dict | None = None, kubernetes: dict | None = None) -> None:
+        """Make this host a node of a Slurm and/or Kubernetes cluster, named `node` there: scontrol, squeue
+        and kubectl on its PATH, and its scheduler state (files/simcluster/). `slurm`: {"drained_by": reason
+        of someone else's drain or None, "jobs": [seconds each running job still takes once drained]};
+        `kubernetes`: {"cordoned_by": annotation value of someone else's cordon (or "" for a plain cordon) or
+        None, "pods": [seconds each pod takes to leave]}."""
+        import shutil
+        import time
+
+        st = _state.load(self.root)
+        lib = self.root / _state.STATE_DIR / "lib" / "simcluster"
+        shutil.copytree(_build.SIMCLUSTER, lib, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+                        dirs_exist_ok=True)
+        cluster: dict = {"node": node}
+        if slurm is not None:
+            by = slurm.get("drained_by")
+            cluster["slurm"] = {"drained": by is not None, "reason": by, "by": "admin", "jobs": list(slurm.get("jobs", [])),
+                                "drained_at": time.time() if by is not None else None, "state": "MIXED"}
+            _build._write_command(self.root / "usr" / "bin" / "scontrol", st["python"], "simcluster.slurm",
+                                  "scontrol_main")
+            _build._write_command(self.root / "usr" / "bin" / "squeue", st["python"], "simcluster.slurm",
+                                  "squeue_main")
+        if kubernetes is not None:
+            by = kubernetes.get("cordoned_by")
+            cluster["kubernetes"] = {"cordoned": by is not None, "cordoned_at": time.time() if by is not None else None,
+                                     "annotations": {}, "pods": list(kubernetes.get("pods", []))}
+            _build._write_command(self.root / "usr" / "bin" / "kubectl", st["python"], "simcluster.kube",
+                                  "kubectl_main")
+        import json
+
+        (self.root / _state.STATE_DIR / "cluster.json").write_text(json.dumps(cluster, indent=2) + "\n")
+
+    def scheduler_state(self) -> dict:
+        """The node's scheduler state as its scontrol and kubectl see it (for tests)."""
+        import json
+
+        return json.loads((self.root / _state.STATE_DIR / "cluster.json").read_text())
+
     def set_bench_noise(self, sd: float) -> None:
         """Standard deviation of the benchmark's run-to-run noise in tok/s (0 makes it exact)."""
         _state.update(self.root, lambda st: st["bench"].__setitem__("noise_sd", float(sd)))

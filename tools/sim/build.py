@@ -32,6 +32,10 @@ from .files.simhost import state as host_state
 
 HERE = Path(__file__).parent
 SIMHOST = HERE / "files" / "simhost"
+SIMCLUSTER = HERE / "files" / "simcluster"  # not in the runfile, which carries simhost/*.py alone
+# A sim is a node of no cluster unless its machine says so (Sim.join_scheduler): this machine's own
+# scheduler clients, if it has any, are never shown inside, where they could reach a real cluster.
+SCHEDULER_COMMANDS = frozenset({"kubectl", "scontrol", "squeue", "sinfo", "sbatch", "srun", "scancel"})
 VENV_DIR = "/opt/venv"
 
 
@@ -181,7 +185,8 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, gpu_model: str,
     _write_command(root / "usr" / "bin" / "dpkg-query", python, "simhost.dpkg", "dpkg_query_main")
     sim_dpkg.write_database(root, st)
     _write_compiler(root / "usr" / "bin", python, compiler)
-    _link_host_programs(root / "usr" / "bin", shown=lambda name: sim_compiler.shown_from_host(name, compiler))
+    _link_host_programs(root / "usr" / "bin", shown=lambda name: sim_compiler.shown_from_host(name, compiler)
+                        and name not in SCHEDULER_COMMANDS)
     _link_host_system_programs(root / "usr" / "sbin", own=root / "usr" / "bin")
     (root / "etc" / "os-release").write_text(OS_RELEASE)
     for key in toolkits:

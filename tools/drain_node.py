@@ -1,0 +1,213 @@
+"""drain_node and undrain_node: take a GPU node out of its scheduler around a change, and put it back.
+
+Slurm: `scontrol update nodename=N state=drain reason=...`, then wait until `squeue -w N` lists no
+running job; back with `state=resume`. Kubernetes: `kubectl cordon N`, an annotation that says who
+cordoned it, `kubectl drain N --ignore-daemonsets --delete-emptydir-data` (which waits for the pods
+to leave); back with `kubectl uncordon N`.
+
+A node someone else drained stays drained. drain_node finds it drained with a reason (or an
+annotation) that is not ours, changes nothing and says so; undrain_node puts a node back only when
+the drain on it is ours (the same reason, or our annotation): after our drain, an operator who drains
+the node again for their own work changes the reason, and the node stays out.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError
+from tools.hosts import HostError
+
+OUR_PREFIX = "upgrade-agent: "  # every drain reason we set starts with it
+ANNOTATION = "upgrade-agent/drained"
+NODE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9])?$")  # a Slurm / Kubernetes node name
+POLL_S = 0.5
+
+
+class DrainArgs(StrictArgs):
+    host: str = Field(description="host in this session (the node itself: its scheduler's commands run there)")
+    scheduler: Literal["slurm", "kubernetes"]
+    node: str | None = Field(default=None, description="the node's name in the scheduler (default: the host's name)")
+    reason: str = Field(min_length=1, max_length=120, pattern=r"^[A-Za-z0-9 ._:/+=,()-]+$",
+                        description="why, as the scheduler shows it (prefixed with 'upgrade-agent: ')")
+    timeout: float = Field(default=3600, gt=0, le=86_400,
+                           description="seconds to wait for the node's running jobs (pods) to finish")
+
+
+class UndrainArgs(StrictArgs):
+    host: str = Field(description="host in this session")
+    scheduler: Literal["slurm", "kubernetes"]
+    node: str | None = Field(default=None, description="the node's name in the scheduler (default: the host's name)")
+    reason: str = Field(min_length=1, max_length=120, pattern=r"^[A-Za-z0-9 ._:/+=,()-]+$",
+                        description="the reason drain_node was given: only that drain is undone")
+
+
+class DrainResult(BaseModel):
+    node: str
+    scheduler: str
+    drained_by_us: bool  # false: it was already drained by someone else, and is left as it was
+    state_before: str
+    reason_before: str | None
+    jobs_at_start: int
+    waited_s: float
+
+
+class UndrainResult(BaseModel):
+    node: str
+    scheduler: str
+    undrained: bool  # false: it was not drained (nothing to do)
+    state_before: str
+
+
+def _node(args) -> str:
+    node = args.node or args.host
+    if not NODE_NAME.match(node):
+        raise ToolError(f"{node!r} is not a node name a scheduler accepts; give node: explicitly")
+    return node
+
+
+def _run(ctx: ToolContext, host, command: str, timeout: float = 60) -> str:
+    r = host.run(command, timeout=timeout, cancel=ctx.cancel)
+    if r.cancelled:
+        raise ToolError(f"cancelled {ctx.cancel_reason()} during `{command}`")
+    if not r.ok:
+        said = (r.stderr or r.stdout).strip()[-500:] or f"exit {r.exit_code}"
+        if r.exit_code == 127:
+            said = f"{command.split()[0]} is not on the host's PATH: is it a node of that scheduler?"
+        raise ToolError(f"`{command}` failed: {said}")
+    return r.stdout
+
+
+def _slurm_state(ctx, host, node: str) -> tuple[str, str | None]:
+    out = _run(ctx, host, f"scontrol show node {shlex.quote(node)} -o")
+    state = re.search(r"\bState=(\S+)", out)
+    reason = re.search(r"\bReason=(.*?)(?: \[[^\]]*\])?(?=\s+\w+=|$)", out)
+    if state is None:
+        raise ToolError(f"scontrol shows no State for node {node}: {out.strip()[:300]}")
+    text = reason.group(1).strip() if reason else None
+    return state.group(1), (None if text in (None, "", "(null)", "none") else text)
+
+
+def _slurm_jobs(ctx, host, node: str) -> int:
+    out = _run(ctx, host, f"squeue -h -w {shlex.quote(node)} -t RUNNING,COMPLETING -o %i")
+    return len([ln for ln in out.splitlines() if ln.strip()])
+
+
+def _kube_state(ctx, host, node: str) -> tuple[bool, str | None]:
+    out = _run(ctx, host, f"kubectl get node {shlex.quote(node)} -o "
+                          + shlex.quote("jsonpath={.spec.unschedulable}|{.metadata.annotations.upgrade-agent/drained}"))
+    cordoned, _, ours = out.strip().partition("|")
+    return cordoned.strip() == "true", ours.strip() or None
+
+
+class DrainNode(Tool):
+    """Take a node out of its scheduler (Slurm or Kubernetes) before changing it, and wait for its jobs.
+
+    Slurm: drains the node (running jobs finish, no new one starts) and waits until none runs.
+    Kubernetes: cordons the node and drains its pods (DaemonSets stay). A node that someone else has
+    already drained is left exactly as it is, and the result says so (drained_by_us: false): do not
+    undrain it afterwards. Mutating: it needs a verified backup and an approval like any change. Pair it
+    with undrain_node, with the same reason, once the node is healthy again.
+    """
+
+    name = "drain_node"
+    Args = DrainArgs
+    Result = DrainResult
+    pinned = ("scheduler", "node", "reason")
+
+    def action(self, args: DrainArgs) -> Action:
+        return Action(host=args.host, subject=f"drain_node {args.scheduler} {args.node or args.host}: {args.reason}",
+                      risk=Risk(cls=RiskClass.MUTATING, rule="tool:drain_node",
+                                reason="takes the node out of its scheduler: running jobs finish, no new one starts"),
+                      args={"scheduler": args.scheduler, "node": args.node or args.host, "reason": args.reason},
+                      defaults={})
+
+    def run(self, ctx: ToolContext, args: DrainArgs) -> DrainResult:
+        try:
+            host = ctx.hosts.get(args.host)
+        except HostError as e:
+            raise ToolError(str(e)) from None
+        node, ours = _node(args), OUR_PREFIX + args.reason
+        began = time.monotonic()
+        if args.scheduler == "slurm":
+            state, reason = _slurm_state(ctx, host, node)
+            jobs = _slurm_jobs(ctx, host, node)
+            if "DRAIN" in state.upper() and reason != ours:
+                return DrainResult(node=node, scheduler="slurm", drained_by_us=False, state_before=state,
+                                   reason_before=reason, jobs_at_start=jobs, waited_s=0.0)
+            _run(ctx, host, f"scontrol update nodename={shlex.quote(node)} state=drain reason={shlex.quote(ours)}")
+            while _slurm_jobs(ctx, host, node):
+                if time.monotonic() - began > args.timeout:
+                    raise ToolError(f"node {node} is drained, but jobs still run on it after {args.timeout:g} s; it "
+                                    f"stays drained: wait longer, or undrain_node it with the reason {args.reason!r}")
+                if ctx.cancel is not None and ctx.cancel.wait(POLL_S):
+                    raise ToolError(f"cancelled {ctx.cancel_reason()} while waiting for node {node}'s jobs; it stays "
+                                    "drained")
+                elif ctx.cancel is None:
+                    time.sleep(POLL_S)
+            return DrainResult(node=node, scheduler="slurm", drained_by_us=True, state_before=state,
+                               reason_before=reason, jobs_at_start=jobs, waited_s=round(time.monotonic() - began, 2))
+        cordoned, mark = _kube_state(ctx, host, node)
+        if cordoned and mark != args.reason:
+            return DrainResult(node=node, scheduler="kubernetes", drained_by_us=False, state_before="cordoned",
+                               reason_before=mark, jobs_at_start=0, waited_s=0.0)
+        q = shlex.quote(node)
+        _run(ctx, host, f"kubectl cordon {q}")
+        _run(ctx, host, f"kubectl annotate node {q} --overwrite {shlex.quote(ANNOTATION + '=' + args.reason)}")
+        _run(ctx, host, f"kubectl drain {q} --ignore-daemonsets --delete-emptydir-data --timeout={int(args.timeout)}s",
+             timeout=args.timeout + 60)
+        return DrainResult(node=node, scheduler="kubernetes", drained_by_us=True,
+                           state_before="cordoned" if cordoned else "schedulable", reason_before=mark, jobs_at_start=0,
+                           waited_s=round(time.monotonic() - began, 2))
+
+
+class UndrainNode(Tool):
+    """Put a node that drain_node took out back into its scheduler: only if the drain on it is ours.
+
+    Slurm: `state=resume` when the node's drain reason is the one drain_node set; Kubernetes:
+    uncordon when our annotation is on it. A node drained by someone else (another reason, no
+    annotation of ours) is refused and stays drained. A node that is not drained: nothing to do.
+    """
+
+    name = "undrain_node"
+    Args = UndrainArgs
+    Result = UndrainResult
+    pinned = ("scheduler", "node", "reason")
+
+    def action(self, args: UndrainArgs) -> Action:
+        return Action(host=args.host, subject=f"undrain_node {args.scheduler} {args.node or args.host}: {args.reason}",
+                      risk=Risk(cls=RiskClass.MUTATING, rule="tool:undrain_node",
+                                reason="puts the node back into its scheduler: jobs may start on it"),
+                      args={"scheduler": args.scheduler, "node": args.node or args.host, "reason": args.reason},
+                      defaults={})
+
+    def run(self, ctx: ToolContext, args: UndrainArgs) -> UndrainResult:
+        try:
+            host = ctx.hosts.get(args.host)
+        except HostError as e:
+            raise ToolError(str(e)) from None
+        node, ours = _node(args), OUR_PREFIX + args.reason
+        q = shlex.quote(node)
+        if args.scheduler == "slurm":
+            state, reason = _slurm_state(ctx, host, node)
+            if "DRAIN" not in state.upper():
+                return UndrainResult(node=node, scheduler="slurm", undrained=False, state_before=state)
+            if reason != ours:
+                raise ToolError(f"node {node} is drained by someone else (reason {reason!r}, not {ours!r}): it stays "
+                                "drained; ask whoever drained it")
+            _run(ctx, host, f"scontrol update nodename={q} state=resume")
+            return UndrainResult(node=node, scheduler="slurm", undrained=True, state_before=state)
+        cordoned, mark = _kube_state(ctx, host, node)
+        if not cordoned:
+            return UndrainResult(node=node, scheduler="kubernetes", undrained=False, state_before="schedulable")
+        if mark != args.reason:
+            raise ToolError(f"node {node} is cordoned by someone else (no {ANNOTATION}={args.reason} annotation): it "
+                            "stays cordoned; ask whoever cordoned it")
+        _run(ctx, host, f"kubectl uncordon {q}")
+        _run(ctx, host, f"kubectl annotate node {q} {shlex.quote(ANNOTATION + '-')}")
+        return UndrainResult(node=node, scheduler="kubernetes", undrained=True, state_before="cordoned")
