@@ -199,7 +199,7 @@ class Goal(BaseModel):
             if a.host != "*" and a.host not in names:
                 raise ValueError(f"authorizations[{i}] names host {a.host!r}, which is not in hosts {names}")
             if a.tool is not None:
-                a.args = _check_tool_authorization(i, a.tool, a.args)
+                a.args = check_tool_authorization(i, a.tool, a.args)
         for i, c in enumerate(self.success):
             spec = c.toolkit or c.command
             if spec is not None and spec.host is not None and spec.host not in names:
@@ -210,7 +210,7 @@ class Goal(BaseModel):
         return [h.name for h in self.hosts]
 
 
-def _check_tool_authorization(i: int, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+def check_tool_authorization(i: int, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     """An authorization that can never match, or that leaves open what the tool will do, is a mistake:
     name the tool and the argument. Returns the rule's values in the tool's canonical form."""
     if tool not in TOOLS:

@@ -26,6 +26,10 @@ from agent.goal import HostEntry
 
 MAX_INVENTORY_BYTES = 4 * 1024 * 1024
 MAX_HOSTS = 10_000  # ranges included: `gpu[0:99999]` is a typo, not a fleet
+# A host's name names its transcript file too: letters, digits, `._:-`, not starting with a dot.
+HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:-]{0,252}$")
+ADDRESS = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,252})|[0-9A-Fa-f:.]+)$")  # a DNS name, IPv4 or IPv6
+USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
 
 
 class InventoryError(ValueError):
@@ -198,7 +202,16 @@ def _parse_ini(path: Path, text: str) -> Inventory:
                     groups[section].hosts.append(host)
                 if len(host_vars) > MAX_HOSTS:
                     raise InventoryError(f"{where}: more than {MAX_HOSTS:,} hosts")
+    for name in groups:
+        _no_cycle(path, groups, name, ())
     return Inventory(path, groups, host_vars)
+
+
+def _no_cycle(path: Path, groups: dict[str, Group], name: str, trail: tuple[str, ...]) -> None:
+    if name in trail:
+        raise InventoryError(f"{path}: group {name!r} is its own child ({' > '.join((*trail, name))})")
+    for child in groups[name].children if name in groups else ():
+        _no_cycle(path, groups, child, (*trail, name))
 
 
 def _split_host_line(where: str, line: str) -> list[str]:
@@ -305,10 +318,31 @@ def _parse_yaml(path: Path, text: str) -> Inventory:
 # --------------------------------------------------------------------------- host entries
 
 
+def _check_connection(path: Path, name: str, v: dict[str, Any]) -> None:
+    """What becomes a file name, an SSH address, a user or a port is what it says and nothing more."""
+    if not HOST_NAME.match(name) or ".." in name:
+        raise InventoryError(f"{path}: host {name!r}: a host name is letters, digits and ._:- (it also names the "
+                             "host's transcript file); give the address as ansible_host")
+    checks = (("ansible_host", ADDRESS, "a host name or an IP address"), ("ansible_user", USER, "a user name"))
+    for key, pattern, what in checks:
+        if key in v and not (isinstance(v[key], str) and pattern.match(v[key])):
+            raise InventoryError(f"{path}: host {name}: {key} {v[key]!r} is not {what}")
+    port = v.get("ansible_port")
+    if port is not None and not (str(port).isdigit() and 1 <= int(port) <= 65535):
+        raise InventoryError(f"{path}: host {name}: ansible_port {port!r} is not a port number (1 to 65535)")
+    key = v.get("ansible_ssh_private_key_file")
+    if key is not None and (not isinstance(key, str) or not key.strip() or any(c in key for c in "\n\r\0")):
+        raise InventoryError(f"{path}: host {name}: ansible_ssh_private_key_file {key!r} is not a file path")
+    transport = v.get("agent_transport")
+    if transport is not None and transport not in ("ssh", "local", "sim"):
+        raise InventoryError(f"{path}: host {name}: agent_transport {transport!r} is not ssh, local or sim")
+
+
 def host_entry(path: Path, name: str, v: dict[str, Any]) -> HostEntry:
     """One inventory host as a goal-file host entry."""
     from pydantic import ValidationError
 
+    _check_connection(path, name, v)
     transport = str(v.get("agent_transport") or ("local" if v.get("ansible_connection") == "local" else "ssh"))
     fields: dict[str, Any] = {"name": name, "transport": transport}
     if transport == "ssh":

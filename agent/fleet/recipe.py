@@ -25,9 +25,9 @@ import statistics
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agent.goal import SuccessCheck
+from agent.goal import SuccessCheck, check_tool_authorization
 from agent.safety.authorizations import Authorization
 
 RECIPE_VERSION = 1
@@ -143,6 +143,19 @@ class Recipe(BaseModel):
     benchmark: Benchmark | None = None
     drain: Drain | None = None
     budget_turns: int = Field(0, ge=0)  # 0: the steps and the fleet's own calls, with room
+
+    @model_validator(mode="after")
+    def _rules_that_can_match(self) -> "Recipe":
+        # As in goal files: a rule that can never match, or that leaves open what the tool will do, is a
+        # mistake said when the file loads, not a crash on the first host.
+        for i, a in enumerate(self.authorizations):
+            if a.tool is not None:
+                a.args = check_tool_authorization(i, a.tool, a.args)
+        return self
+
+    def rules_for(self, host: str) -> list[Authorization]:
+        """The authorizations on `host`: those for every host, and those that name it."""
+        return [a for a in self.authorizations if a.host in ("*", host)]
 
     def turns(self) -> int:
         return self.budget_turns or len(self.steps) + 8

@@ -208,7 +208,7 @@ class HostOutcome:
 
 
 def host_goal(recipe: Recipe, entry: HostEntry) -> Goal:
-    return Goal(goal=recipe.goal, hosts=[entry], authorizations=recipe.authorizations,
+    return Goal(goal=recipe.goal, hosts=[entry], authorizations=recipe.rules_for(entry.name),
                 budget=Budget(turns=recipe.turns()), success=recipe.checks)
 
 

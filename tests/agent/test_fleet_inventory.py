@@ -112,3 +112,37 @@ def test_a_yaml_group_that_is_its_own_child_is_refused(tmp_path):
     path.write_text("all:\n  children:\n    a:\n      children:\n        a: {}\n")
     with pytest.raises(InventoryError, match="its own child"):
         load_inventory(path)
+
+
+# Found by the red team (tests/data/fleet/redteam-2026-12-02/): inventories that tried to smuggle a path, a
+# shell command or an SSH option through a host's name or its connection variables, and a group cycle in INI.
+@pytest.mark.parametrize("line, said", [
+    ("../../escape agent_transport=sim", "a host name is letters, digits and ._:-"),
+    ("/tmp/abs agent_transport=sim", "a host name is letters, digits and ._:-"),
+    ("h1 ansible_host='127.0.0.1;touch /tmp/x'", "ansible_host '127.0.0.1;touch /tmp/x' is not a host name"),
+    ("h1 ansible_host=-oProxyCommand=x", "is not a host name or an IP address"),
+    ("h1 ansible_user='$(touch /tmp/x)'", "ansible_user '$(touch /tmp/x)' is not a user name"),
+    ("h1 ansible_port='22 -oProxyCommand=x'", "is not a port number"),
+    ("h1 ansible_port=70000", "is not a port number"),
+    ("h1 agent_transport=SIM", "agent_transport 'SIM' is not ssh, local or sim"),
+])
+def test_names_and_connection_variables_are_what_they_say(tmp_path, line, said):
+    path = tmp_path / "hosts.ini"
+    path.write_text(f"[gpu]\n{line}\n")
+    with pytest.raises(InventoryError) as e:
+        load_inventory(path)
+    assert said in str(e.value)
+
+
+def test_a_yaml_host_name_with_control_characters_is_refused(tmp_path):
+    path = tmp_path / "hosts.yml"
+    path.write_text('all:\n  hosts:\n    "h2\\n[ok] h9 upgraded": {agent_transport: sim}\n')
+    with pytest.raises(InventoryError, match="a host name is letters"):
+        load_inventory(path)
+
+
+def test_an_ini_group_that_is_its_own_child_is_refused(tmp_path):
+    path = tmp_path / "hosts.ini"
+    path.write_text("[a:children]\nb\n[b:children]\na\n[b]\nh1 agent_transport=sim\n")
+    with pytest.raises(InventoryError, match="its own child"):
+        load_inventory(path)
