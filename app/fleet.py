@@ -111,7 +111,7 @@ class _Progress:
         counts = result.counts()
         if self.as_json:
             print(json.dumps({"event": "recap", "counts": counts, "stopped": result.stopped,
-                              "transcript": str(result.transcript),
+                              "transcript": str(result.transcript), "report": str(result.page),
                               "hosts": [o.as_dict() for o in result.outcomes]}), flush=True)
             return
         self._say(f"\nRECAP {'*' * 60}")
@@ -121,4 +121,4 @@ class _Progress:
             self._say(f"{o.host:<16}: {'  '.join(marks)}  [{o.status}]{extra}")
         said = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
         self._say(f"\n{said}; {elapsed:.0f} s" + (f"; stopped: {result.stopped}" if result.stopped else ""))
-        self._say(f"fleet transcript: {result.transcript}")
+        self._say(f"fleet transcript: {result.transcript}\nreport:           {result.page}")

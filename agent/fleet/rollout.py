@@ -326,6 +326,7 @@ class FleetResult:
     outcomes: list[HostOutcome]
     stopped: str | None  # why the rollout stopped before its last batch, if it did
     transcript: Path
+    page: Path | None = None  # the HTML report
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -408,6 +409,9 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
                      failed=[o.host for o in outcomes if o.status in COUNTS_AS_FAILED],
                      held=[o.host for o in outcomes if o.status == HELD])
         writer.write("session_end", status=status, reason=reason or (stopped or "every batch ran"))
+        from agent.fleet.report import write_fleet_html
+
+        result.page = write_fleet_html(fleet_path)
     return result
 
 

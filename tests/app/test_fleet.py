@@ -128,6 +128,29 @@ def test_a_small_fleet_holds_the_host_that_differs_rolls_back_the_one_that_fails
     for name in ("gpu01", "gpu02", "gpu03"):
         replayed = agent("replay", str(out / f"{name}.jsonl"), home=tmp_path)
         assert replayed.returncode == 0, replayed.stdout
+    check_page_in_a_browser(out / "fleet.html", hosts, tmp_path)
+
+
+def check_page_in_a_browser(page: Path, hosts: dict[str, dict], tmp_path: Path) -> None:
+    """The report's chart, as chromium draws it: a before and an after bar for each upgraded host, from zero, and
+    the after bars taller by what the record's medians say; every host in the table."""
+    from agent.report import CHART_COLOURS
+    from browser import chromium_screenshot, pixels_of, read_png
+
+    text = page.read_text()
+    assert all(f"<td>{h}</td>" in text for h in hosts) and "<script" not in text.lower()
+    png = tmp_path / "fleet.png"
+    chromium_screenshot(page, png, 1100, 900, tmp_path)
+    _, _, rows = read_png(png)
+    before, after = pixels_of(rows, CHART_COLOURS[0]), pixels_of(rows, CHART_COLOURS[1])
+    assert before and after, "no bars drawn"
+    medians = {k: max(h["bench"][k]["median"] for h in hosts.values() if h.get("bench", {}).get("after"))
+               for k in ("before", "after")}
+    base = max(y for _, y in before)
+    assert base == max(y for _, y in after), "the bars stand on one axis"
+    drawn = (base - min(y for _, y in after) + 1) / (base - min(y for _, y in before) + 1)
+    assert drawn == pytest.approx(medians["after"] / medians["before"], abs=0.02)
+    assert len({x // 30 for x, _ in before}) == sum(1 for h in hosts.values() if h.get("bench", {}).get("after"))
 
 
 def test_a_failed_canary_stops_the_rollout_before_any_other_host(recipe, tmp_path):
