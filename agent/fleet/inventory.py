@@ -30,6 +30,7 @@ MAX_HOSTS = 10_000  # ranges included: `gpu[0:99999]` is a typo, not a fleet
 HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:-]{0,252}$")
 ADDRESS = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,252})|[0-9A-Fa-f:.]+)$")  # a DNS name, IPv4 or IPv6
 USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
+PROGRAM = re.compile(r"^[A-Za-z0-9._/+-]{1,4096}$")  # a path or a program's name, nothing a shell reads
 
 
 class InventoryError(ValueError):
@@ -310,6 +311,8 @@ def _parse_yaml(path: Path, text: str) -> Inventory:
 
     for name, body in data.items():
         walk(str(name), body, ())
+    for name in groups:  # a cycle can also be made of edges from different places of the file
+        _no_cycle(path, groups, name, ())
     if len(host_vars) > MAX_HOSTS:
         raise InventoryError(f"{path}: more than {MAX_HOSTS:,} hosts")
     return Inventory(path, groups, host_vars)
@@ -336,6 +339,21 @@ def _check_connection(path: Path, name: str, v: dict[str, Any]) -> None:
     transport = v.get("agent_transport")
     if transport is not None and transport not in ("ssh", "local", "sim"):
         raise InventoryError(f"{path}: host {name}: agent_transport {transport!r} is not ssh, local or sim")
+    connection = v.get("ansible_connection")
+    if connection not in (None, "ssh", "paramiko", "smart", "local"):
+        raise InventoryError(f"{path}: host {name}: ansible_connection {connection!r} is not one agent fleet speaks "
+                             "(ssh, local)")
+    if transport == "sim" and connection not in (None, "ssh", "local") or (transport in ("sim", "ssh") and
+                                                                            connection == "local"):
+        raise InventoryError(f"{path}: host {name}: agent_transport {transport} and ansible_connection {connection} "
+                             "say different things; keep one")
+    python = v.get("agent_python")
+    if python is not None and not (isinstance(python, str) and PROGRAM.match(python)):
+        raise InventoryError(f"{path}: host {name}: agent_python {python!r} is not an interpreter's path or name")
+    prefix = v.get("agent_path_prefix")
+    for d in [prefix] if isinstance(prefix, str) else (prefix or []):
+        if not (isinstance(d, str) and d.startswith("/") and PROGRAM.match(d)):
+            raise InventoryError(f"{path}: host {name}: agent_path_prefix {d!r} is not an absolute directory")
 
 
 def host_entry(path: Path, name: str, v: dict[str, Any]) -> HostEntry:

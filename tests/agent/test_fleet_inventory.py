@@ -125,6 +125,9 @@ def test_a_yaml_group_that_is_its_own_child_is_refused(tmp_path):
     ("h1 ansible_port='22 -oProxyCommand=x'", "is not a port number"),
     ("h1 ansible_port=70000", "is not a port number"),
     ("h1 agent_transport=SIM", "agent_transport 'SIM' is not ssh, local or sim"),
+    ("h1 agent_transport=sim ansible_connection=local", "say different things"),
+    ("h1 agent_python='python3;touch /tmp/x'", "is not an interpreter's path or name"),
+    ("h1 agent_path_prefix='/usr/bin:$(touch /tmp/x)'", "is not an absolute directory"),
 ])
 def test_names_and_connection_variables_are_what_they_say(tmp_path, line, said):
     path = tmp_path / "hosts.ini"
@@ -138,6 +141,14 @@ def test_a_yaml_host_name_with_control_characters_is_refused(tmp_path):
     path = tmp_path / "hosts.yml"
     path.write_text('all:\n  hosts:\n    "h2\\n[ok] h9 upgraded": {agent_transport: sim}\n')
     with pytest.raises(InventoryError, match="a host name is letters"):
+        load_inventory(path)
+
+
+def test_a_yaml_cycle_made_of_edges_in_two_places_is_refused(tmp_path):
+    path = tmp_path / "hosts.yml"
+    path.write_text("all:\n  children:\n    a:\n      hosts: {h1: {agent_transport: sim}}\n      children: {b: {}}\n"
+                    "    b:\n      children: {a: {}}\n")
+    with pytest.raises(InventoryError, match="its own child"):
         load_inventory(path)
 
 
