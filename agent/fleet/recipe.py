@@ -336,8 +336,9 @@ def load_recipe(path: Path) -> Recipe:
         return Recipe.model_validate(data)
     except ValidationError as e:
         first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top)"
-        raise RecipeError(f"{path}: {where}: {first['msg']}") from None
+        where = ".".join(str(p) for p in first["loc"])
+        said = first["msg"].removeprefix("Value error, ")
+        raise RecipeError(f"{path}: {where + ': ' if where else ''}{said}") from None
 
 
 def median(values: list[float]) -> float:
