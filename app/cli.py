@@ -536,6 +536,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-fail", type=float, default=0, metavar="PERCENT",
                    help="stop when more than this share of the hosts attempted failed (default 0: the first)")
     p.add_argument("--dir", help="where the transcripts go (default: a new folder in the data dir)")
+    p.add_argument("--resume", metavar="DIR", help="go on with the interrupted rollout in DIR (same recipe, inventory "
+                                                   "and --limit): hosts with an outcome keep it, one that was running "
+                                                   "is reported, not run again; the rest go on in batches")
     p.add_argument("--json", action="store_true", help="one JSON object per line: batches, hosts, the recap")
     p.set_defaults(func=cmd_fleet)
 

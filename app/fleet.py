@@ -50,7 +50,7 @@ def make_recipe(args) -> int:
 def run_fleet(args) -> int:
     from agent.fleet.inventory import InventoryError, load_inventory
     from agent.fleet.recipe import load_recipe
-    from agent.fleet.rollout import COUNTS_AS_FAILED, roll_out
+    from agent.fleet.rollout import COUNTS_AS_FAILED, INTERRUPTED, resumable, roll_out
 
     if args.canary < 0 or args.batch < 1 or not 0 <= args.max_fail <= 100:
         raise SessionConfigError("--canary is 0 or more, --batch 1 or more, --max-fail a percentage from 0 to 100")
@@ -61,20 +61,38 @@ def run_fleet(args) -> int:
         entries = inventory.entries(names)
     except (RecipeError, InventoryError) as e:
         raise SessionConfigError(str(e)) from None
-    out_dir = Path(args.dir) if args.dir else _default_dir()
-    if (out_dir / "fleet.jsonl").exists():
-        raise SessionConfigError(f"{out_dir} already holds a rollout (fleet.jsonl): give another --dir")
+    earlier, link = None, None
+    canary, batch, max_fail = min(args.canary, len(entries)), args.batch, args.max_fail
+    if args.resume:
+        if args.dir:
+            raise SessionConfigError("--resume DIR goes on in DIR: leave --dir out")
+        out_dir = Path(args.resume)
+        try:
+            earlier, link, plan = resumable(out_dir, Path(args.recipe), names)
+        except RecipeError as e:
+            raise SessionConfigError(str(e)) from None
+        canary, batch, max_fail = plan.get("canary", canary), plan.get("batch", batch), plan.get("max_fail_percent",
+                                                                                                  max_fail)
+    else:
+        out_dir = Path(args.dir) if args.dir else _default_dir()
+        if any(out_dir.glob("fleet*.jsonl")):
+            raise SessionConfigError(f"{out_dir} already holds a rollout (fleet.jsonl): give another --dir, or "
+                                     f"--resume {out_dir} to go on with it")
     began = time.monotonic()
     show = _Progress(args.json)
-    show.intro(len(entries), args.canary, args.batch, args.max_fail, out_dir)
-    result = roll_out(recipe, Path(args.recipe), entries, canary=min(args.canary, len(entries)), batch=args.batch,
-                      max_fail_percent=args.max_fail, out_dir=out_dir, on_event=show.event)
+    show.intro(len(entries), canary, batch, max_fail, out_dir, carried=len(earlier or []))
+    result = roll_out(recipe, Path(args.recipe), entries, canary=canary, batch=batch, max_fail_percent=max_fail,
+                      out_dir=out_dir, on_event=show.event, earlier=earlier, resumes=link)
     show.recap(result, time.monotonic() - began)
     if result.stopped == "interrupted":
-        return ExitCode.INTERRUPTED
-    if result.stopped or any(o.status in COUNTS_AS_FAILED for o in result.outcomes):
+        if not args.json:
+            print(f"agent: interrupted; go on with: agent fleet {args.recipe} -i {args.inventory}"
+                  f"{' --limit ' + args.limit if args.limit else ''} --resume {out_dir}", file=sys.stderr)
+        return ExitCode.INTERRUPTED  # the command line turns it into a signal's own code where one came
+    if result.stopped or any(o.status in (*COUNTS_AS_FAILED, INTERRUPTED) for o in result.outcomes):
         return ExitCode.FAILED
     return ExitCode.OK
+
 
 
 def _default_dir() -> Path:
@@ -93,10 +111,11 @@ class _Progress:
     def _say(self, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
-    def intro(self, hosts: int, canary: int, batch: int, max_fail: float, out_dir: Path) -> None:
+    def intro(self, hosts: int, canary: int, batch: int, max_fail: float, out_dir: Path, carried: int = 0) -> None:
         if not self.as_json:
+            again = f" (resumed: {carried} host{'s' * (carried != 1)} carried over)" if carried else ""
             self._say(f"fleet: {hosts} host{'s' * (hosts != 1)}, canary {min(canary, hosts)}, batches of {batch}, "
-                      f"stop when more than {max_fail:g}% of the hosts attempted fail; transcripts in {out_dir}")
+                      f"stop when more than {max_fail:g}% of the hosts attempted fail; transcripts in {out_dir}{again}")
 
     def event(self, kind: str, data: dict) -> None:
         if self.as_json:

@@ -356,47 +356,61 @@ def over_threshold(outcomes: list[HostOutcome], max_fail_percent: float) -> str 
 
 def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, canary: int, batch: int,
              max_fail_percent: float, out_dir: Path, sim_dir: Path | None = None,
-             on_event: Callable[[str, dict], None] = lambda kind, data: None) -> FleetResult:
-    """Roll the recipe out; the fleet transcript is `out_dir/fleet.jsonl`, each host's `out_dir/<host>.jsonl`."""
+             on_event: Callable[[str, dict], None] = lambda kind, data: None,
+             earlier: list[HostOutcome] | None = None, resumes: dict | None = None) -> FleetResult:
+    """Roll the recipe out; the fleet transcript is `out_dir/fleet.jsonl` (`fleet-N.jsonl` for the Nth part of a
+    resumed rollout), each host's `out_dir/<host>.jsonl`. `earlier`: the outcomes a stopped part left, carried
+    over and not run again; `resumes`: the link to that part (its path, last line's hash and seq)."""
     from agent.record.transcript import Redactor, TranscriptWriter
     from agent.session_builder import versions
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    fleet_path = out_dir / "fleet.jsonl"
+    carried = list(earlier or [])
+    part = 1 + sum(1 for _ in out_dir.glob("fleet*.jsonl")) if resumes else 1
+    fleet_path = out_dir / ("fleet.jsonl" if part == 1 else f"fleet-{part}.jsonl")
     writer = TranscriptWriter(fleet_path, Redactor())
     by_name = {e.name: e for e in entries}
-    batches = plan_batches(list(by_name), canary, batch)
-    recipe_text = recipe_path.read_bytes()
+    done_before = {o.host for o in carried}
+    proven = any(o.batch == 0 and o.status in (OK, CHANGED) for o in carried)  # the canary went through
+    first_batch = 1 + max((o.batch for o in carried), default=-1)
+    batches = plan_batches([n for n in by_name if n not in done_before], 0 if proven else canary, batch)
     writer.write("session_start", command="fleet", versions=versions(), recipe=str(recipe_path.absolute()),
-                 recipe_sha256=hashlib.sha256(recipe_text).hexdigest(), hosts=list(by_name),
-                 plan={"canary": canary, "batch": batch, "max_fail_percent": max_fail_percent, "batches": batches},
-                 goal=recipe.goal)
+                 recipe_sha256=hashlib.sha256(recipe_path.read_bytes()).hexdigest(), hosts=list(by_name),
+                 plan={"canary": canary, "batch": batch, "max_fail_percent": max_fail_percent, "batches": batches,
+                       "first_batch": first_batch},
+                 goal=recipe.goal, **({"resumes": resumes} if resumes else {}))
+    for o in carried:
+        writer.write("fleet_host", **o.as_dict(), carried=True)
     stop = threading.Event()
-    outcomes: list[HostOutcome] = []
+    outcomes: list[HostOutcome] = list(carried)
     stopped: str | None = None
     status, reason = "done", ""
+    info = {"fleet": str(fleet_path.absolute()), "recipe": str(recipe_path.absolute())}
     try:
-        for b, names in enumerate(batches):
-            writer.write("fleet_batch", batch=b, canary=b == 0 and canary > 0, hosts=names)
-            on_event("batch", {"batch": b, "canary": b == 0 and canary > 0, "hosts": names})
-            done = _run_batch(recipe, [by_name[n] for n in names], b, out_dir, stop, sim_dir,
-                              {"fleet": str(fleet_path.absolute()), "recipe": str(recipe_path.absolute())}, on_event)
+        for i, names in enumerate(batches):
+            b = first_batch + i
+            is_canary = i == 0 and canary > 0 and not proven
+            writer.write("fleet_batch", batch=b, canary=is_canary, hosts=names)
+            on_event("batch", {"batch": b, "canary": is_canary, "hosts": names})
+            done, interrupted = _run_batch(recipe, [by_name[n] for n in names], b, out_dir, stop, sim_dir, info,
+                                           on_event)
             for o in done:
                 writer.write("fleet_host", **o.as_dict())
             outcomes += done
-            if b == 0 and canary > 0 and any(o.status in COUNTS_AS_FAILED for o in done):
+            if interrupted:
+                raise KeyboardInterrupt
+            if is_canary and any(o.status in COUNTS_AS_FAILED for o in done):
                 stopped = "the canary failed: the recipe does not hold on this fleet"
             else:
                 stopped = over_threshold(outcomes, max_fail_percent)
-            if stop.is_set():
-                stopped = "interrupted"
-            if stopped and b + 1 < len(batches):
+            if stopped and i + 1 < len(batches):
                 break
-            if stopped and b + 1 == len(batches):
-                stopped = None if stopped != "interrupted" else stopped  # nothing was left to stop
-    except KeyboardInterrupt:
+            stopped = None  # past the last batch there is nothing left to stop
+    except KeyboardInterrupt as e:
+        from agent.errors import interruption_reason
+
         stop.set()
-        stopped, status, reason = "interrupted", "interrupted", "stopped by Ctrl-C"
+        stopped, status, reason = "interrupted", "interrupted", interruption_reason(e)
     finally:
         ran = {o.host for o in outcomes}
         for name in by_name:
@@ -416,19 +430,87 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
 
 
 def _run_batch(recipe: Recipe, entries: list[HostEntry], b: int, out_dir: Path, stop: threading.Event,
-               sim_dir: Path | None, start_info: dict, on_event) -> list[HostOutcome]:
-    with cf.ThreadPoolExecutor(max_workers=len(entries), thread_name_prefix="fleet") as pool:
-        futures = {pool.submit(_run_host_safely, recipe, e, b, out_dir / f"{e.name}.jsonl", stop, sim_dir,
-                               start_info): e.name for e in entries}
+               sim_dir: Path | None, start_info: dict, on_event) -> tuple[list[HostOutcome], bool]:
+    """The batch's hosts side by side; their outcomes in inventory order, and whether Ctrl-C (or a signal) came.
+
+    On an interrupt no host starts another step, the steps running end and are recorded, and each host's
+    outcome says how far it got: the interrupt is not let through before that, a second one included."""
+    interrupted = False
+    pool = cf.ThreadPoolExecutor(max_workers=len(entries), thread_name_prefix="fleet")
+    futures = {pool.submit(_run_host_safely, recipe, e, b, out_dir / f"{e.name}.jsonl", stop, sim_dir,
+                           start_info): e.name for e in entries}
+    pending = set(futures)
+    while pending:
         try:
-            for f in cf.as_completed(futures):
+            finished, pending = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+            for f in finished:
                 on_event("host", f.result().as_dict())
         except KeyboardInterrupt:
-            stop.set()  # no host starts another step; the steps running end, and are recorded
-            cf.wait(futures)
-            raise
+            interrupted = True
+            stop.set()
+    pool.shutdown(wait=True)
     order = {e.name: i for i, e in enumerate(entries)}
-    return sorted((f.result() for f in futures), key=lambda o: order[o.host])
+    return sorted((f.result() for f in futures), key=lambda o: order[o.host]), interrupted
+
+
+def resumable(out_dir: Path, recipe_path: Path, names: list[str]) -> tuple[list[HostOutcome], dict, dict]:
+    """What a stopped rollout in `out_dir` leaves to carry over, the link to its last part, and its plan
+    (canary, batch, max_fail_percent: a resumed rollout keeps them).
+
+    A host with an outcome keeps it. A host that was running when the rollout stopped is not run again:
+    its own transcript says what it got to; without an outcome there it was killed mid-way, and is
+    reported as interrupted, to be looked at before it is rolled over again (`--limit` it in a new rollout).
+    Raises RecipeError (one line) when there is nothing to go on with, or the recipe or the hosts changed."""
+    from agent.fleet.recipe import RecipeError
+    from agent.record.transcript import TranscriptError, read_part
+
+    parts = sorted(out_dir.glob("fleet*.jsonl"), key=lambda p: int(p.stem.partition("-")[2] or 1))
+    if not parts:
+        raise RecipeError(f"{out_dir}: no fleet.jsonl there: give the --dir of the rollout to resume")
+    try:
+        last = read_part(parts[-1])
+    except TranscriptError as e:
+        raise RecipeError(f"cannot resume {parts[-1]}: {e}") from None
+    start = last.events[0] if last.events else {}
+    if start.get("type") != "session_start" or start.get("command") != "fleet":
+        raise RecipeError(f"{parts[-1]}: not the record of a rollout")
+    if start.get("recipe_sha256") != hashlib.sha256(recipe_path.read_bytes()).hexdigest():
+        raise RecipeError(f"{recipe_path} is not the recipe the rollout in {out_dir} began with (its digest differs): a "
+                          "rollout goes on only with the recipe it started with")
+    if sorted(start.get("hosts", [])) != sorted(names):
+        raise RecipeError(f"the inventory (with --limit) names other hosts than the rollout in {out_dir} "
+                          f"({', '.join(start.get('hosts', []))}): give the same inventory and --limit")
+    result = next((e for e in last.events if e["type"] == "fleet_result"), None)
+    if result is not None and result.get("stopped") not in ("interrupted",):
+        why = result.get("stopped") or "every batch ran"
+        raise RecipeError(f"nothing to resume in {out_dir}: that rollout ended ({why}); look at its failed hosts and "
+                          "start a new rollout (--limit) for the rest")
+    carried: dict[str, HostOutcome] = {}
+    for ev in last.events:
+        if ev["type"] == "fleet_host" and ev["status"] not in (NOT_RUN, INTERRUPTED):
+            fields = {k: v for k, v in ev.items() if k in HostOutcome.__dataclass_fields__}
+            carried[ev["host"]] = HostOutcome(**fields)
+    for name in names:
+        path = out_dir / f"{name}.jsonl"
+        if name not in carried and path.exists():
+            carried[name] = _outcome_from_host_record(name, path)
+    link = {"path": str(parts[-1].absolute()), "hash": last.last_hash, "seq": last.last_seq}
+    return [carried[n] for n in names if n in carried], link, start.get("plan", {})
+
+
+def _outcome_from_host_record(name: str, path: Path) -> HostOutcome:
+    from agent.record.transcript import read_part
+
+    events = read_part(path).events
+    result = next((e for e in events if e["type"] == "goal_result" and e.get("fleet_status")), None)
+    if result is not None and result["fleet_status"] not in (INTERRUPTED,):
+        return HostOutcome(host=name, status=result["fleet_status"], reason=result.get("reason", ""), batch=-1,
+                           transcript=str(path), last_hash=last_line_hash(path), gate=result.get("gate"),
+                           rolled_back=result.get("rolled_back"))
+    ran = [e["tool"] for e in events if e["type"] == "intent"]
+    return HostOutcome(host=name, status=INTERRUPTED, batch=-1, transcript=str(path), last_hash=last_line_hash(path),
+                       reason=f"was being changed when the rollout stopped (changes begun: {', '.join(ran) or 'none'}): "
+                              f"look at it (`agent show {path}`) before rolling over it again")
 
 
 def _run_host_safely(recipe, entry, b, path, stop, sim_dir, start_info) -> HostOutcome:

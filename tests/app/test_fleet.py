@@ -262,3 +262,46 @@ def test_a_recipe_that_drains_puts_back_only_the_nodes_it_drained_and_only_healt
     assert hosts["gpu03"]["status"] == "failed" and hosts["gpu03"]["rolled_back"] and hosts["gpu03"]["undrained"]
     drained = [e for e in events(out / "gpu01.jsonl") if e["type"] == "tool_result" and e["tool"] == "drain_node"]
     assert drained[0]["data"]["jobs_at_start"] == 1 and drained[0]["data"]["waited_s"] >= 0.5
+
+
+def test_an_interrupted_rollout_records_how_far_each_host_got_and_resume_goes_on_with_the_rest(recipe, tmp_path):
+    """Ctrl-C while the second host runs: it stops before its next step, the later hosts never start, the
+    fleet's record is closed. --resume carries the finished host over, reports the interrupted one (it is
+    not run again blindly), rolls over the rest, and its record links to the first part's."""
+    import signal
+    import time
+
+    inv = inventory(tmp_path / "hosts.ini", {f"gpu0{i}": "" for i in range(1, 5)})
+    out = tmp_path / "rollout"
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "fleet", str(recipe), "-i", str(inv), "--batch", "1",
+                             "--dir", str(out)], cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    second = out / "gpu02.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (second.exists() and '"tool":"pip_freeze_backup"' in second.read_text()):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-2000:]
+    assert f"--resume {out}" in err
+    hosts = check_record(out)
+    assert hosts["gpu01"]["status"] == "changed" and hosts["gpu02"]["status"] == "interrupted"
+    assert hosts["gpu03"]["status"] == hosts["gpu04"]["status"] == "not run"
+    assert not (out / "gpu03.jsonl").exists()
+    first_end = events(out / "fleet.jsonl")[-1]
+    assert first_end["type"] == "session_end" and first_end["status"] == "interrupted"
+
+    r = agent("fleet", str(recipe), "-i", str(inv), "--resume", str(out), "--json", home=tmp_path)
+    assert r.returncode == 1, r.stderr[-2000:]  # gpu02 is to be looked at: not a clean success
+    part2 = out / "fleet-2.jsonl"
+    assert verify(part2).ok, verify(part2).problems
+    evs = events(part2)
+    assert evs[0]["resumes"]["path"] == str((out / "fleet.jsonl").absolute())
+    assert evs[0]["resumes"]["hash"] == last_hash(out / "fleet.jsonl")
+    final = {e["host"]: e for e in evs if e["type"] == "fleet_host"}
+    assert final["gpu01"]["carried"] and final["gpu01"]["status"] == "changed"
+    assert final["gpu02"]["carried"] and final["gpu02"]["status"] == "interrupted"
+    assert final["gpu03"]["status"] == final["gpu04"]["status"] == "changed"
+    assert len(events(second)) == len(second.read_text().splitlines())  # gpu02's record was not touched again
+    again = agent("fleet", str(recipe), "-i", str(inv), "--resume", str(out), home=tmp_path)
+    assert again.returncode == 2 and "nothing to resume" in again.stderr, again.stderr
