@@ -5,15 +5,17 @@ running job; back with `state=resume`. Kubernetes: `kubectl cordon N`, an annota
 cordoned it, `kubectl drain N --ignore-daemonsets --delete-emptydir-data` (which waits for the pods
 to leave); back with `kubectl uncordon N`.
 
-A node someone else drained stays drained. drain_node finds it drained with a reason (or an
-annotation) that is not ours, changes nothing and says so; undrain_node puts a node back only when
-the drain on it is ours (the same reason, or our annotation): after our drain, an operator who drains
-the node again for their own work changes the reason, and the node stays out.
+A node someone else drained stays drained. drain_node finds it drained (or cordoned) already,
+changes nothing and says so; undrain_node puts a node back only when the drain on it is the one a
+drain_node call made: its reason ends with that call's `drain_id`, a random tag, so a person or
+another session that writes the same words is not taken for us. After our drain, an operator who
+drains the node again for their own work changes the reason, and the node stays out.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 import shlex
 import time
 from typing import Literal
@@ -27,14 +29,17 @@ OUR_PREFIX = "upgrade-agent: "  # every drain reason we set starts with it
 ANNOTATION = "upgrade-agent/drained"
 NODE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,251}[A-Za-z0-9])?$")  # a Slurm / Kubernetes node name
 POLL_S = 0.5
+REASON = r"^[A-Za-z0-9 ._:/+,()-]+$"  # no `=`: scontrol's one-line output is KEY=VALUE words
+DRAIN_ID = r"^[0-9a-f]{8}$"
 
 
 class DrainArgs(StrictArgs):
     host: str = Field(description="host in this session (the node itself: its scheduler's commands run there)")
     scheduler: Literal["slurm", "kubernetes"]
     node: str | None = Field(default=None, description="the node's name in the scheduler (default: the host's name)")
-    reason: str = Field(min_length=1, max_length=120, pattern=r"^[A-Za-z0-9 ._:/+=,()-]+$",
-                        description="why, as the scheduler shows it (prefixed with 'upgrade-agent: ')")
+    reason: str = Field(min_length=1, max_length=120, pattern=REASON,
+                        description="why, as the scheduler shows it (prefixed with 'upgrade-agent: ' and followed by "
+                                    "the call's drain_id)")
     timeout: float = Field(default=3600, gt=0, le=86_400,
                            description="seconds to wait for the node's running jobs (pods) to finish")
 
@@ -43,14 +48,19 @@ class UndrainArgs(StrictArgs):
     host: str = Field(description="host in this session")
     scheduler: Literal["slurm", "kubernetes"]
     node: str | None = Field(default=None, description="the node's name in the scheduler (default: the host's name)")
-    reason: str = Field(min_length=1, max_length=120, pattern=r"^[A-Za-z0-9 ._:/+=,()-]+$",
-                        description="the reason drain_node was given: only that drain is undone")
+    reason: str = Field(min_length=1, max_length=120, pattern=REASON,
+                        description="the reason drain_node was given")
+    drain_id: str | None = Field(default=None, pattern=DRAIN_ID,
+                                 description="the drain_id drain_node returned: only that drain is undone (without "
+                                             "one, a node that is not drained is left so, and a drained one refused)")
 
 
 class DrainResult(BaseModel):
     node: str
     scheduler: str
     drained_by_us: bool  # false: it was already drained by someone else, and is left as it was
+    drain_id: str | None  # what undrain_node needs to undo this drain; None when nothing was drained
+    reason_set: str | None  # the reason (Slurm) or annotation (Kubernetes) now on the node
     state_before: str
     reason_before: str | None
     jobs_at_start: int
@@ -62,6 +72,10 @@ class UndrainResult(BaseModel):
     scheduler: str
     undrained: bool  # false: it was not drained (nothing to do)
     state_before: str
+
+
+def _mark(reason: str, drain_id: str) -> str:
+    return f"{reason} #{drain_id}"
 
 
 def _node(args) -> str:
@@ -109,9 +123,9 @@ class DrainNode(Tool):
     """Take a node out of its scheduler (Slurm or Kubernetes) before changing it, and wait for its jobs.
 
     Slurm: drains the node (running jobs finish, no new one starts) and waits until none runs.
-    Kubernetes: cordons the node and drains its pods (DaemonSets stay). A node that someone else has
-    already drained is left exactly as it is, and the result says so (drained_by_us: false): do not
-    undrain it afterwards. Mutating: it needs a verified backup and an approval like any change. Pair it
+    Kubernetes: cordons the node and drains its pods (DaemonSets stay). A node that is already drained
+    (or cordoned) is left exactly as it is, and the result says so (drained_by_us: false, with the
+    reason on it): do not undrain it afterwards. The result's drain_id is what undrain_node needs. Mutating: it needs a verified backup and an approval like any change. Pair it
     with undrain_node, with the same reason, once the node is healthy again.
     """
 
@@ -125,52 +139,59 @@ class DrainNode(Tool):
                       risk=Risk(cls=RiskClass.MUTATING, rule="tool:drain_node",
                                 reason="takes the node out of its scheduler: running jobs finish, no new one starts"),
                       args={"scheduler": args.scheduler, "node": args.node or args.host, "reason": args.reason},
-                      defaults={})
+                      # A rule that does not name `node` covers the session's host's own node and no other.
+                      defaults={"node": args.host})
 
     def run(self, ctx: ToolContext, args: DrainArgs) -> DrainResult:
         try:
             host = ctx.hosts.get(args.host)
         except HostError as e:
             raise ToolError(str(e)) from None
-        node, ours = _node(args), OUR_PREFIX + args.reason
+        node, drain_id = _node(args), secrets.token_hex(4)
+        ours = OUR_PREFIX + _mark(args.reason, drain_id)
         began = time.monotonic()
         if args.scheduler == "slurm":
             state, reason = _slurm_state(ctx, host, node)
             jobs = _slurm_jobs(ctx, host, node)
-            if "DRAIN" in state.upper() and reason != ours:
-                return DrainResult(node=node, scheduler="slurm", drained_by_us=False, state_before=state,
-                                   reason_before=reason, jobs_at_start=jobs, waited_s=0.0)
+            if "DRAIN" in state.upper():  # someone's drain (ours of an earlier call included): left as it is
+                return DrainResult(node=node, scheduler="slurm", drained_by_us=False, drain_id=None,
+                                   reason_set=reason, state_before=state, reason_before=reason, jobs_at_start=jobs,
+                                   waited_s=0.0)
             _run(ctx, host, f"scontrol update nodename={shlex.quote(node)} state=drain reason={shlex.quote(ours)}")
             while _slurm_jobs(ctx, host, node):
                 if time.monotonic() - began > args.timeout:
                     raise ToolError(f"node {node} is drained, but jobs still run on it after {args.timeout:g} s; it "
-                                    f"stays drained: wait longer, or undrain_node it with the reason {args.reason!r}")
+                                    f"stays drained: wait longer, or undrain_node it with reason {args.reason!r} and "
+                                    f"drain_id {drain_id!r}")
                 if ctx.cancel is not None and ctx.cancel.wait(POLL_S):
                     raise ToolError(f"cancelled {ctx.cancel_reason()} while waiting for node {node}'s jobs; it stays "
-                                    "drained")
+                                    f"drained (undrain_node: reason {args.reason!r}, drain_id {drain_id!r})")
                 elif ctx.cancel is None:
                     time.sleep(POLL_S)
-            return DrainResult(node=node, scheduler="slurm", drained_by_us=True, state_before=state,
-                               reason_before=reason, jobs_at_start=jobs, waited_s=round(time.monotonic() - began, 2))
+            return DrainResult(node=node, scheduler="slurm", drained_by_us=True, drain_id=drain_id, reason_set=ours,
+                               state_before=state, reason_before=reason, jobs_at_start=jobs,
+                               waited_s=round(time.monotonic() - began, 2))
         cordoned, mark = _kube_state(ctx, host, node)
-        if cordoned and mark != args.reason:
-            return DrainResult(node=node, scheduler="kubernetes", drained_by_us=False, state_before="cordoned",
-                               reason_before=mark, jobs_at_start=0, waited_s=0.0)
+        if cordoned:
+            return DrainResult(node=node, scheduler="kubernetes", drained_by_us=False, drain_id=None, reason_set=mark,
+                               state_before="cordoned", reason_before=mark, jobs_at_start=0, waited_s=0.0)
         q = shlex.quote(node)
+        value = _mark(args.reason, drain_id)
+        # The annotation first: a cordon seen without it is someone else's, and would never be undone.
+        _run(ctx, host, f"kubectl annotate node {q} --overwrite {shlex.quote(ANNOTATION + '=' + value)}")
         _run(ctx, host, f"kubectl cordon {q}")
-        _run(ctx, host, f"kubectl annotate node {q} --overwrite {shlex.quote(ANNOTATION + '=' + args.reason)}")
         _run(ctx, host, f"kubectl drain {q} --ignore-daemonsets --delete-emptydir-data --timeout={int(args.timeout)}s",
              timeout=args.timeout + 60)
-        return DrainResult(node=node, scheduler="kubernetes", drained_by_us=True,
-                           state_before="cordoned" if cordoned else "schedulable", reason_before=mark, jobs_at_start=0,
+        return DrainResult(node=node, scheduler="kubernetes", drained_by_us=True, drain_id=drain_id, reason_set=value,
+                           state_before="schedulable", reason_before=mark, jobs_at_start=0,
                            waited_s=round(time.monotonic() - began, 2))
 
 
 class UndrainNode(Tool):
     """Put a node that drain_node took out back into its scheduler: only if the drain on it is ours.
 
-    Slurm: `state=resume` when the node's drain reason is the one drain_node set; Kubernetes:
-    uncordon when our annotation is on it. A node drained by someone else (another reason, no
+    Slurm: `state=resume` when the node's drain reason is the one drain_node set (with its drain_id);
+    Kubernetes: uncordon when our annotation, with that drain_id, is on it. A node drained by someone else (another reason, no
     annotation of ours) is refused and stays drained. A node that is not drained: nothing to do.
     """
 
@@ -184,19 +205,23 @@ class UndrainNode(Tool):
                       risk=Risk(cls=RiskClass.MUTATING, rule="tool:undrain_node",
                                 reason="puts the node back into its scheduler: jobs may start on it"),
                       args={"scheduler": args.scheduler, "node": args.node or args.host, "reason": args.reason},
-                      defaults={})
+                      # A rule that does not name `node` covers the session's host's own node and no other.
+                      defaults={"node": args.host})
 
     def run(self, ctx: ToolContext, args: UndrainArgs) -> UndrainResult:
         try:
             host = ctx.hosts.get(args.host)
         except HostError as e:
             raise ToolError(str(e)) from None
-        node, ours = _node(args), OUR_PREFIX + args.reason
+        node, ours = _node(args), OUR_PREFIX + _mark(args.reason, args.drain_id or "")
         q = shlex.quote(node)
         if args.scheduler == "slurm":
             state, reason = _slurm_state(ctx, host, node)
             if "DRAIN" not in state.upper():
                 return UndrainResult(node=node, scheduler="slurm", undrained=False, state_before=state)
+            if args.drain_id is None:
+                raise ToolError(f"node {node} is drained (reason {reason!r}): only the drain_id of the drain_node "
+                                "call that drained it undoes a drain; without one it stays drained")
             if reason != ours:
                 raise ToolError(f"node {node} is drained by someone else (reason {reason!r}, not {ours!r}): it stays "
                                 "drained; ask whoever drained it")
@@ -205,9 +230,12 @@ class UndrainNode(Tool):
         cordoned, mark = _kube_state(ctx, host, node)
         if not cordoned:
             return UndrainResult(node=node, scheduler="kubernetes", undrained=False, state_before="schedulable")
-        if mark != args.reason:
-            raise ToolError(f"node {node} is cordoned by someone else (no {ANNOTATION}={args.reason} annotation): it "
-                            "stays cordoned; ask whoever cordoned it")
+        if args.drain_id is None:
+            raise ToolError(f"node {node} is cordoned: only the drain_id of the drain_node call that cordoned it "
+                            "undoes it; without one it stays cordoned")
+        if mark != _mark(args.reason, args.drain_id):
+            raise ToolError(f"node {node} is cordoned by someone else (its {ANNOTATION} annotation is {mark!r}, not "
+                            f"{_mark(args.reason, args.drain_id)!r}): it stays cordoned; ask whoever cordoned it")
         _run(ctx, host, f"kubectl uncordon {q}")
         _run(ctx, host, f"kubectl annotate node {q} {shlex.quote(ANNOTATION + '-')}")
         return UndrainResult(node=node, scheduler="kubernetes", undrained=True, state_before="cordoned")

@@ -116,7 +116,7 @@ class Drain(BaseModel):
         return args if undrain else {**args, "timeout": self.timeout}
 
     def rules(self) -> list[Authorization]:
-        pinned = {"scheduler": self.scheduler, "reason": self.reason, "node": "*"}
+        pinned = {"scheduler": self.scheduler, "reason": self.reason}  # each host's own node, no other
         return [Authorization(host="*", tool="drain_node", args=pinned),
                 Authorization(host="*", tool="undrain_node", args=pinned)]
 

@@ -71,7 +71,8 @@ class RecipeModel:
         self.bench: dict[str, dict] = {}  # label -> run_bench data
         self.changed = 0  # steps that ended ok
         self.rolled_back: bool | None = None
-        self.drained: str | None = None  # "ours", or "someone else's" (left as it is)
+        self.drained: str | None = None  # "ours", "someone else's" (left as it is), or "timed out"
+        self.drain_id: str | None = None
         self.undrained: bool | None = None
         self.interrupted = False
         self._plan: Generator | None = None
@@ -135,11 +136,12 @@ class RecipeModel:
         if recipe.drain is not None:
             seen = yield ("drain_node", recipe.drain.call(h))
             if not seen or not seen.ok:
-                self.drained = "ours"  # a drain that timed out waiting for jobs is in place: undone as ours
+                self.drained = "timed out"  # in place, its id only in the tool's words: left drained, and said
                 self.failed = f"the drain failed: {_first_line(seen)}"
                 yield ("final", f"failed: {self.failed}")
                 return
             self.drained = "ours" if (seen.data or {}).get("drained_by_us") else "someone else's"
+            self.drain_id = (seen.data or {}).get("drain_id")
         if recipe.benchmark is not None:
             seen = yield ("run_bench", recipe.benchmark.call(h, "before"))
             if not seen or not seen.ok:
@@ -167,7 +169,7 @@ class RecipeModel:
         yield ("final", f"applied: {len(recipe.steps)} step{'s' * (len(recipe.steps) != 1)} ran")
 
     def _undrain(self):
-        seen = yield ("undrain_node", self.recipe.drain.call(self.host, undrain=True))
+        seen = yield ("undrain_node", {**self.recipe.drain.call(self.host, undrain=True), "drain_id": self.drain_id})
         self.undrained = bool(seen and seen.ok)
         yield ("final", "back in its scheduler" if self.undrained else f"the undrain failed: {_first_line(seen)}")
 
@@ -270,6 +272,8 @@ def _undrain(session, model: RecipeModel, status: str) -> str:
     host's reason."""
     if model.drained == "someone else's":
         return "; it was drained by someone else before: left drained"
+    if model.drained == "timed out":
+        return "; LEFT DRAINED: its jobs outlived the drain's timeout (undrain it by hand once they end)"
     if model.drained != "ours":
         return ""
     if model.interrupted or (status == FAILED and not model.rolled_back):

@@ -37,11 +37,11 @@ def test_slurm_drain_waits_for_the_jobs_and_undrain_puts_back_only_our_drain(nod
     d = call(DrainNode(), ctx, host="gpu07", scheduler="slurm", reason="cuda 13.0 upgrade")
     assert d.drained_by_us and d.jobs_at_start == 2 and time.monotonic() - began >= 0.6
     state = sim.scheduler_state()["slurm"]
-    assert state["drained"] and state["reason"] == "upgrade-agent: cuda 13.0 upgrade"
+    assert state["drained"] and state["reason"] == f"upgrade-agent: cuda 13.0 upgrade #{d.drain_id}"
     # An operator drains it again for their own work: our undrain must leave it drained.
     sim.join_scheduler("gpu07", slurm={"drained_by": "hw: fan 3 failed", "jobs": []})
     with pytest.raises(ToolError, match="drained by someone else .*'hw: fan 3 failed'.*stays drained"):
-        call(UndrainNode(), ctx, host="gpu07", scheduler="slurm", reason="cuda 13.0 upgrade")
+        call(UndrainNode(), ctx, host="gpu07", scheduler="slurm", reason="cuda 13.0 upgrade", drain_id=d.drain_id)
     assert sim.scheduler_state()["slurm"]["drained"]
     # Someone else's drain is not taken over either: drain_node changes nothing and says so.
     again = call(DrainNode(), ctx, host="gpu07", scheduler="slurm", reason="cuda 13.0 upgrade")
@@ -49,15 +49,29 @@ def test_slurm_drain_waits_for_the_jobs_and_undrain_puts_back_only_our_drain(nod
     assert sim.scheduler_state()["slurm"]["reason"] == "hw: fan 3 failed"
 
 
+def test_a_drain_in_our_words_but_not_made_by_this_call_is_not_undone(node):
+    """Red team: ownership by the reason's words alone let a person (or another session) who wrote
+    `upgrade-agent: fw upgrade` have their drain undone. Only the drain_id of the call that drained it does."""
+    sim, ctx = node
+    sim.join_scheduler("gpu07", slurm={"drained_by": "upgrade-agent: fw upgrade", "jobs": []})
+    for guess in ("00000000", "ffffffff"):
+        with pytest.raises(ToolError, match="drained by someone else"):
+            call(UndrainNode(), ctx, host="gpu07", scheduler="slurm", reason="fw upgrade", drain_id=guess)
+    assert sim.scheduler_state()["slurm"]["drained"]
+    assert not call(DrainNode(), ctx, host="gpu07", scheduler="slurm", reason="fw upgrade").drained_by_us
+
+
 def test_slurm_undrain_after_our_drain_resumes_the_node_and_a_timeout_leaves_it_drained(node):
     sim, ctx = node
     sim.join_scheduler("gpu07", slurm={"drained_by": None, "jobs": [30.0]})
-    with pytest.raises(ToolError, match="jobs still run on it after 0.5 s; it stays drained"):
+    with pytest.raises(ToolError, match="jobs still run on it after 0.5 s; it stays drained") as e:
         call(DrainNode(), ctx, host="gpu07", scheduler="slurm", reason="cuda 13.0 upgrade", timeout=0.5)
     assert sim.scheduler_state()["slurm"]["drained"]
-    u = call(UndrainNode(), ctx, host="gpu07", scheduler="slurm", reason="cuda 13.0 upgrade")
+    drain_id = str(e.value).rsplit("drain_id '", 1)[1].rstrip("'")
+    u = call(UndrainNode(), ctx, host="gpu07", scheduler="slurm", reason="cuda 13.0 upgrade", drain_id=drain_id)
     assert u.undrained and not sim.scheduler_state()["slurm"]["drained"]
-    assert not call(UndrainNode(), ctx, host="gpu07", scheduler="slurm", reason="cuda 13.0 upgrade").undrained
+    assert not call(UndrainNode(), ctx, host="gpu07", scheduler="slurm", reason="cuda 13.0 upgrade",
+                    drain_id=drain_id).undrained
 
 
 def test_kubernetes_cordon_drain_and_uncordon_only_with_our_annotation(node):
@@ -65,14 +79,14 @@ def test_kubernetes_cordon_drain_and_uncordon_only_with_our_annotation(node):
     sim.join_scheduler("gpu07", kubernetes={"cordoned_by": None, "pods": [0.3]})
     d = call(DrainNode(), ctx, host="gpu07", scheduler="kubernetes", reason="cuda13")
     k = sim.scheduler_state()["kubernetes"]
-    assert d.drained_by_us and k["cordoned"] and k["annotations"] == {"upgrade-agent/drained": "cuda13"}
-    u = call(UndrainNode(), ctx, host="gpu07", scheduler="kubernetes", reason="cuda13")
+    assert d.drained_by_us and k["cordoned"] and k["annotations"] == {"upgrade-agent/drained": f"cuda13 #{d.drain_id}"}
+    u = call(UndrainNode(), ctx, host="gpu07", scheduler="kubernetes", reason="cuda13", drain_id=d.drain_id)
     k = sim.scheduler_state()["kubernetes"]
     assert u.undrained and not k["cordoned"] and k["annotations"] == {}
     sim.join_scheduler("gpu07", kubernetes={"cordoned_by": "", "pods": []})  # cordoned by hand
     assert not call(DrainNode(), ctx, host="gpu07", scheduler="kubernetes", reason="cuda13").drained_by_us
     with pytest.raises(ToolError, match="cordoned by someone else"):
-        call(UndrainNode(), ctx, host="gpu07", scheduler="kubernetes", reason="cuda13")
+        call(UndrainNode(), ctx, host="gpu07", scheduler="kubernetes", reason="cuda13", drain_id=d.drain_id)
     assert sim.scheduler_state()["kubernetes"]["cordoned"]
 
 
@@ -87,5 +101,9 @@ def test_a_host_in_no_cluster_says_so_and_never_reaches_this_machines_own_client
 def test_arguments_that_are_not_a_node_name_or_a_plain_reason_are_refused():
     with pytest.raises(Exception, match="reason"):
         DrainNode().parse_args({"host": "h", "scheduler": "slurm", "reason": "x; rm -rf /"})
+    with pytest.raises(Exception, match="reason"):  # `=` would make scontrol's KEY=VALUE output ambiguous
+        DrainNode().parse_args({"host": "h", "scheduler": "slurm", "reason": "x nodename=gpu08"})
+    with pytest.raises(Exception, match="reason"):
+        DrainNode().parse_args({"host": "h", "scheduler": "slurm", "reason": "x\n"})
     with pytest.raises(Exception):
         DrainNode().parse_args({"host": "h", "scheduler": "pbs", "reason": "x"})
