@@ -18,6 +18,7 @@ from agent.safety.classifier.families import (  # noqa: F401  (imported to regis
     python_probes,
     sed_awk,
     services,
+    slurm,
     system,
     text,
     wrappers,
@@ -28,6 +29,6 @@ def all_specs() -> list:
     """Every family's option specs (each family module lists its own in SPECS)."""
     found = []
     for family in (wrappers, files, interpreters, nvidia, python_packages, os_packages, services, git, find,
-                   sed_awk, text, system, inventory, network, containers, python_probes):
+                   sed_awk, text, system, inventory, network, containers, python_probes, slurm):
         found.extend(getattr(family, "SPECS", ()))
     return found
