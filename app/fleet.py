@@ -22,7 +22,7 @@ from app.exit_codes import ExitCode
 
 
 def make_recipe(args) -> int:
-    from agent.fleet.recipe import dump_recipe, recipe_from_transcript
+    from agent.fleet.recipe import dump_recipe, recipe_from_transcript  # lazy: per command
 
     path = Path(args.transcript)
     if not path.is_file():
@@ -42,15 +42,16 @@ def make_recipe(args) -> int:
         print(f"recipe: {out} ({len(recipe.steps)} step{'s' * (len(recipe.steps) != 1)}, "
               f"{len(recipe.authorizations)} rule{'s' * (len(recipe.authorizations) != 1)}, "
               f"{len(recipe.checks)} check{'s' * (len(recipe.checks) != 1)}"
-              f"{', a benchmark gate' if recipe.benchmark else ''}); read it before `agent fleet {out} --inventory ...`",
+              f"{', a benchmark gate' if recipe.benchmark else ''}); read it before "
+              f"`agent fleet {out} --inventory ...`",
               file=sys.stderr)
     return ExitCode.OK
 
 
 def run_fleet(args) -> int:
-    from agent.fleet.inventory import InventoryError, load_inventory
-    from agent.fleet.recipe import load_recipe
-    from agent.fleet.rollout import COUNTS_AS_FAILED, INTERRUPTED, resumable, roll_out
+    from agent.fleet.inventory import InventoryError, load_inventory  # lazy: per command
+    from agent.fleet.recipe import load_recipe  # lazy: per command
+    from agent.fleet.rollout import COUNTS_AS_FAILED, INTERRUPTED, resumable, roll_out  # lazy: per command
 
     if args.canary < 0 or args.batch < 1 or not 0 <= args.max_fail <= 100:
         raise SessionConfigError("--canary is 0 or more, --batch 1 or more, --max-fail a percentage from 0 to 100")
@@ -96,7 +97,7 @@ def run_fleet(args) -> int:
 
 
 def _default_dir() -> Path:
-    from agent.record.transcript import new_transcript_path
+    from agent.record.transcript import new_transcript_path  # lazy: only without --dir
 
     path = new_transcript_path("fleet")
     return path.with_suffix("")

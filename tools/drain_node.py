@@ -74,6 +74,15 @@ class UndrainResult(BaseModel):
     state_before: str
 
 
+def _action(tool: str, args, what: str) -> Action:
+    node = args.node or args.host
+    return Action(host=args.host, subject=f"{tool} {args.scheduler} {node}: {args.reason}",
+                  risk=Risk(cls=RiskClass.MUTATING, rule=f"tool:{tool}", reason=what),
+                  args={"scheduler": args.scheduler, "node": node, "reason": args.reason},
+                  # A rule that does not name `node` covers the session's host's own node and no other.
+                  defaults={"node": args.host})
+
+
 def _mark(reason: str, drain_id: str) -> str:
     return f"{reason} #{drain_id}"
 
@@ -125,8 +134,9 @@ class DrainNode(Tool):
     Slurm: drains the node (running jobs finish, no new one starts) and waits until none runs.
     Kubernetes: cordons the node and drains its pods (DaemonSets stay). A node that is already drained
     (or cordoned) is left exactly as it is, and the result says so (drained_by_us: false, with the
-    reason on it): do not undrain it afterwards. The result's drain_id is what undrain_node needs. Mutating: it needs a verified backup and an approval like any change. Pair it
-    with undrain_node, with the same reason, once the node is healthy again.
+    reason on it): do not undrain it afterwards. The result's drain_id is what undrain_node needs.
+    Mutating: it needs a verified backup and an approval like any change. Pair it with undrain_node,
+    the same reason and that drain_id, once the node is healthy again (its checks pass).
     """
 
     name = "drain_node"
@@ -135,12 +145,7 @@ class DrainNode(Tool):
     pinned = ("scheduler", "node", "reason")
 
     def action(self, args: DrainArgs) -> Action:
-        return Action(host=args.host, subject=f"drain_node {args.scheduler} {args.node or args.host}: {args.reason}",
-                      risk=Risk(cls=RiskClass.MUTATING, rule="tool:drain_node",
-                                reason="takes the node out of its scheduler: running jobs finish, no new one starts"),
-                      args={"scheduler": args.scheduler, "node": args.node or args.host, "reason": args.reason},
-                      # A rule that does not name `node` covers the session's host's own node and no other.
-                      defaults={"node": args.host})
+        return _action(self.name, args, "takes the node out of its scheduler: running jobs finish, no new one starts")
 
     def run(self, ctx: ToolContext, args: DrainArgs) -> DrainResult:
         try:
@@ -191,8 +196,9 @@ class UndrainNode(Tool):
     """Put a node that drain_node took out back into its scheduler: only if the drain on it is ours.
 
     Slurm: `state=resume` when the node's drain reason is the one drain_node set (with its drain_id);
-    Kubernetes: uncordon when our annotation, with that drain_id, is on it. A node drained by someone else (another reason, no
-    annotation of ours) is refused and stays drained. A node that is not drained: nothing to do.
+    Kubernetes: uncordon when our annotation, with that drain_id, is on it. A node drained by someone
+    else (another reason, no annotation of ours) is refused and stays drained. A node that is not
+    drained: nothing to do.
     """
 
     name = "undrain_node"
@@ -201,12 +207,7 @@ class UndrainNode(Tool):
     pinned = ("scheduler", "node", "reason")
 
     def action(self, args: UndrainArgs) -> Action:
-        return Action(host=args.host, subject=f"undrain_node {args.scheduler} {args.node or args.host}: {args.reason}",
-                      risk=Risk(cls=RiskClass.MUTATING, rule="tool:undrain_node",
-                                reason="puts the node back into its scheduler: jobs may start on it"),
-                      args={"scheduler": args.scheduler, "node": args.node or args.host, "reason": args.reason},
-                      # A rule that does not name `node` covers the session's host's own node and no other.
-                      defaults={"node": args.host})
+        return _action(self.name, args, "puts the node back into its scheduler: jobs may start on it")
 
     def run(self, ctx: ToolContext, args: UndrainArgs) -> UndrainResult:
         try:

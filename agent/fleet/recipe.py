@@ -21,7 +21,6 @@ results and checks.
 from __future__ import annotations
 
 import json
-import statistics
 from pathlib import Path
 from typing import Any, Literal
 
@@ -339,7 +338,3 @@ def load_recipe(path: Path) -> Recipe:
         where = ".".join(str(p) for p in first["loc"])
         said = first["msg"].removeprefix("Value error, ")
         raise RecipeError(f"{path}: {where + ': ' if where else ''}{said}") from None
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values)

@@ -44,7 +44,7 @@ def fleet_html(fleet_path: Path) -> str:
            f"{esc(plan.get('batch'))}, stop past {esc(plan.get('max_fail_percent'))}% failed. {esc(counts)}."
            + (f" <strong>Stopped: {esc(result['stopped'])}</strong>" if result.get("stopped") else "") + "</p>",
            "<h2>Throughput before and after, per host</h2>", '<div class="wrap">', _chart(hosts), "</div>",
-           f'<p class="meta">Each pair of bars is one host: the median of its runs before (left) and after (right), '
+           '<p class="meta">Each pair of bars is one host: the median of its runs before (left) and after (right), '
            "from zero. Hosts without both figures (held, failed before the change) have no bars.</p>",
            "<h2>Hosts</h2>", '<div class="wrap"><table><thead><tr><th>host</th><th>batch</th><th>outcome</th>'
            "<th>before</th><th>after</th><th>after/before (interval)</th><th>rolled back</th><th>why</th>"

@@ -218,9 +218,9 @@ def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, sto
              sim_dir: Path | None, start_info: dict) -> HostOutcome:
     """One host's rollout, in a session and a transcript of its own."""
     from agent.checks import verify_end  # lazy: the fleet's start-up stays small
-    from agent.loop import Outcome
-    from agent.preflight import reach_hosts
-    from agent.session_builder import build_session, goal_message
+    from agent.loop import Outcome  # lazy: the loop and the gate load with a host's session, not with the module
+    from agent.preflight import reach_hosts  # lazy: as above
+    from agent.session_builder import build_session, goal_message  # lazy: the session builder loads the model SDK
 
     began = time.monotonic()
     goal = host_goal(recipe, entry)
@@ -365,8 +365,8 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
     """Roll the recipe out; the fleet transcript is `out_dir/fleet.jsonl` (`fleet-N.jsonl` for the Nth part of a
     resumed rollout), each host's `out_dir/<host>.jsonl`. `earlier`: the outcomes a stopped part left, carried
     over and not run again; `resumes`: the link to that part (its path, last line's hash and seq)."""
-    from agent.record.transcript import Redactor, TranscriptWriter
-    from agent.session_builder import versions
+    from agent.record.transcript import Redactor, TranscriptWriter  # lazy: the record's writer, with the rollout
+    from agent.session_builder import versions  # lazy: the versions read the SDK's
 
     out_dir.mkdir(parents=True, exist_ok=True)
     carried = list(earlier or [])
@@ -411,7 +411,7 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
                 break
             stopped = None  # past the last batch there is nothing left to stop
     except KeyboardInterrupt as e:
-        from agent.errors import interruption_reason
+        from agent.errors import interruption_reason  # lazy: only on an interrupt
 
         stop.set()
         stopped, status, reason = "interrupted", "interrupted", interruption_reason(e)
@@ -427,7 +427,7 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
                      failed=[o.host for o in outcomes if o.status in COUNTS_AS_FAILED],
                      held=[o.host for o in outcomes if o.status == HELD])
         writer.write("session_end", status=status, reason=reason or (stopped or "every batch ran"))
-        from agent.fleet.report import write_fleet_html
+        from agent.fleet.report import write_fleet_html  # lazy: the report, at the end
 
         result.page = write_fleet_html(fleet_path)
     return result
@@ -465,8 +465,8 @@ def resumable(out_dir: Path, recipe_path: Path, names: list[str]) -> tuple[list[
     its own transcript says what it got to; without an outcome there it was killed mid-way, and is
     reported as interrupted, to be looked at before it is rolled over again (`--limit` it in a new rollout).
     Raises RecipeError (one line) when there is nothing to go on with, or the recipe or the hosts changed."""
-    from agent.fleet.recipe import RecipeError
-    from agent.record.transcript import TranscriptError, read_part
+    from agent.fleet.recipe import RecipeError  # lazy: recipes load with the command, not the module
+    from agent.record.transcript import TranscriptError, read_part  # lazy: with a resume
 
     parts = sorted(out_dir.glob("fleet*.jsonl"), key=lambda p: int(p.stem.partition("-")[2] or 1))
     if not parts:
@@ -479,8 +479,8 @@ def resumable(out_dir: Path, recipe_path: Path, names: list[str]) -> tuple[list[
     if start.get("type") != "session_start" or start.get("command") != "fleet":
         raise RecipeError(f"{parts[-1]}: not the record of a rollout")
     if start.get("recipe_sha256") != hashlib.sha256(recipe_path.read_bytes()).hexdigest():
-        raise RecipeError(f"{recipe_path} is not the recipe the rollout in {out_dir} began with (its digest differs): a "
-                          "rollout goes on only with the recipe it started with")
+        raise RecipeError(f"{recipe_path} is not the recipe the rollout in {out_dir} began with (its digest "
+                          "differs): a rollout goes on only with the recipe it started with")
     if sorted(start.get("hosts", [])) != sorted(names):
         raise RecipeError(f"the inventory (with --limit) names other hosts than the rollout in {out_dir} "
                           f"({', '.join(start.get('hosts', []))}): give the same inventory and --limit")
@@ -503,7 +503,7 @@ def resumable(out_dir: Path, recipe_path: Path, names: list[str]) -> tuple[list[
 
 
 def _outcome_from_host_record(name: str, path: Path) -> HostOutcome:
-    from agent.record.transcript import read_part
+    from agent.record.transcript import read_part  # lazy: with a resume
 
     events = read_part(path).events
     result = next((e for e in events if e["type"] == "goal_result" and e.get("fleet_status")), None)
@@ -513,8 +513,8 @@ def _outcome_from_host_record(name: str, path: Path) -> HostOutcome:
                            rolled_back=result.get("rolled_back"))
     ran = [e["tool"] for e in events if e["type"] == "intent"]
     return HostOutcome(host=name, status=INTERRUPTED, batch=-1, transcript=str(path), last_hash=last_line_hash(path),
-                       reason=f"was being changed when the rollout stopped (changes begun: {', '.join(ran) or 'none'}): "
-                              f"look at it (`agent show {path}`) before rolling over it again")
+                       reason=f"was being changed when the rollout stopped (changes begun: "
+                              f"{', '.join(ran) or 'none'}): look at it (`agent show {path}`) before rolling over it again")
 
 
 def _run_host_safely(recipe, entry, b, path, stop, sim_dir, start_info) -> HostOutcome:

@@ -76,8 +76,9 @@ def _scontrol(an: Analysis, cmd: _Cmd) -> None:
             return False
         if verb == "show":
             if len(words) < 2 or words[1] not in _SHOWN or len(words) > 3:
-                an_.add(MUTATING, "scontrol:show", f"`scontrol show {' '.join(w or '?' for w in words[1:])}` is not "
-                                                   "`show ENTITY [NAME]` with an entity scontrol shows, by its full name")
+                shown = " ".join(w or "?" for w in words[1:])
+                an_.add(MUTATING, "scontrol:show", f"`scontrol show {shown}` is not `show ENTITY [NAME]` with an entity "
+                                                   "scontrol shows, by its full name")
                 return False
         elif len(words) > 1:
             an_.add(MUTATING, f"scontrol:{verb}", f"`scontrol {verb}` takes no operand here")

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import re
-import sys
 import time
 from pathlib import Path
 
 from . import state as cluster
-
-
-def _err(text: str, code: int = 1) -> int:
-    print(text, file=sys.stderr)
-    return code
+from .state import fail as _err
 
 
 def kubectl_main(argv: list[str], root: Path) -> int:

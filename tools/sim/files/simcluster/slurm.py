@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 from . import state as cluster
-
-
-def _err(text: str, code: int = 1) -> int:
-    print(text, file=sys.stderr)
-    return code
+from .state import fail as _err
 
 
 def scontrol_main(argv: list[str], root: Path) -> int:

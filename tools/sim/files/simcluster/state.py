@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,3 +28,9 @@ def running(jobs: list[float], drained_at: float | None) -> list[int]:
     """Indexes of the jobs still running: each ends its seconds after the drain, none before one."""
     now = time.time()
     return [i for i, secs in enumerate(jobs) if drained_at is None or now < drained_at + secs]
+
+
+def fail(text: str, code: int = 1) -> int:
+    """What the real client does on an error: its words on stderr, and its exit code."""
+    print(text, file=sys.stderr)
+    return code
