@@ -47,6 +47,10 @@ ROLLBACK_REQUEST = "Roll this host back to its backup: {why}"
 UNDRAIN_REQUEST = "Put this node back into its scheduler."
 
 
+class _Failed(Exception):
+    """A call of the plan whose result was not ok: why, as the host's reason."""
+
+
 @dataclass
 class CallSeen:
     tool: str
@@ -114,57 +118,51 @@ class RecipeModel:
         return self.interrupted
 
     def _apply(self):
+        try:
+            yield from self._plan_steps()
+        except _Failed as e:
+            self.failed = str(e)
+            yield ("final", f"failed: {e}")
+
+    def _must(self, tool: str, args: dict, what: str):
+        """One call of the plan and its recorded result; a result that is not ok ends the plan."""
+        seen = yield (tool, args)
+        if seen is None or not seen.ok:
+            raise _Failed(f"{what} {seen.status if seen else 'did not run'}: {_first_line(seen)}")
+        return seen
+
+    def _plan_steps(self):
         h, recipe = self.host, self.recipe
-        seen = yield ("inspect_host", {"host": h})
-        if not seen or not seen.ok or not isinstance(seen.data, dict):
-            self.failed = f"the host could not be inspected: {_first_line(seen)}"
-            yield ("final", f"failed: {self.failed}")
-            return
-        self.held = recipe.preconditions.mismatches(seen.data)
+        seen = yield from self._must("inspect_host", {"host": h}, "the inspection")
+        self.held = recipe.preconditions.mismatches(seen.data if isinstance(seen.data, dict) else {})
         if self.held:
             yield ("final", "held: " + "; ".join(self.held))
             return
         if self._stopped():
             yield ("final", "stopped before the backup: the rollout was interrupted")
             return
-        seen = yield ("pip_freeze_backup", {"host": h, **recipe.backup})
-        if not seen or not seen.ok:
-            self.failed = f"the backup failed: {_first_line(seen)}"
-            yield ("final", f"failed: {self.failed}")
-            return
+        seen = yield from self._must("pip_freeze_backup", {"host": h, **recipe.backup}, "the backup")
         self.backup_id = (seen.data or {}).get("backup_id")
         if recipe.drain is not None:
-            seen = yield ("drain_node", recipe.drain.call(h))
-            if not seen or not seen.ok:
-                self.drained = "timed out"  # in place, its id only in the tool's words: left drained, and said
-                self.failed = f"the drain failed: {_first_line(seen)}"
-                yield ("final", f"failed: {self.failed}")
-                return
+            try:
+                seen = yield from self._must("drain_node", recipe.drain.call(h), "the drain")
+            except _Failed as e:
+                # A drain whose jobs outlived its timeout is in place, its id only in the tool's words: left so.
+                self.drained = "timed out" if "stays drained" in str(e) else None
+                raise
             self.drained = "ours" if (seen.data or {}).get("drained_by_us") else "someone else's"
             self.drain_id = (seen.data or {}).get("drain_id")
         if recipe.benchmark is not None:
-            seen = yield ("run_bench", recipe.benchmark.call(h, "before"))
-            if not seen or not seen.ok:
-                self.failed = f"the benchmark before failed: {_first_line(seen)}"
-                yield ("final", f"failed: {self.failed}")
-                return
+            seen = yield from self._must("run_bench", recipe.benchmark.call(h, "before"), "the benchmark before")
             self.bench["before"] = seen.data
         for i, step in enumerate(recipe.steps, start=1):
             if self._stopped():
                 yield ("final", f"stopped before step {i} ({step.tool}): the rollout was interrupted")
                 return
-            seen = yield (step.tool, {"host": h, **step.args})
-            if not seen or not seen.ok:
-                self.failed = f"step {i} ({step.tool}) {seen.status if seen else 'did not run'}: {_first_line(seen)}"
-                yield ("final", f"failed: {self.failed}")
-                return
+            yield from self._must(step.tool, {"host": h, **step.args}, f"step {i} ({step.tool})")
             self.changed += 1
         if recipe.benchmark is not None:
-            seen = yield ("run_bench", recipe.benchmark.call(h, "after"))
-            if not seen or not seen.ok:
-                self.failed = f"the benchmark after failed: {_first_line(seen)}"
-                yield ("final", f"failed: {self.failed}")
-                return
+            seen = yield from self._must("run_bench", recipe.benchmark.call(h, "after"), "the benchmark after")
             self.bench["after"] = seen.data
         yield ("final", f"applied: {len(recipe.steps)} step{'s' * (len(recipe.steps) != 1)} ran")
 
