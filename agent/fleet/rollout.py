@@ -367,6 +367,7 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
     from agent.session_builder import versions  # lazy: the versions read the SDK's
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    sim_dir = sim_dir or out_dir / "sims"  # a simulated host's trees lie with the rollout's records, not in /tmp
     carried = list(earlier or [])
     part = 1 + sum(1 for _ in out_dir.glob("fleet*.jsonl")) if resumes else 1
     fleet_path = out_dir / ("fleet.jsonl" if part == 1 else f"fleet-{part}.jsonl")
