@@ -599,7 +599,7 @@ def _on_termination(signum: int, frame) -> None:
     if _SIGNALLED:
         _SIGNALLED.append(signum)
         return
-    if _importing(frame) or _in_pydantic(frame):
+    if _importing(frame) or _in_pydantic(frame) or _starting_a_process(frame):
         # An exception raised inside an import can leave an extension module half-initialised
         # (pydantic_core panics instead of stopping), and one raised while pydantic builds a schema
         # lazily (the SDK's types, on first use) turns into a SchemaError or a model error that is not
@@ -610,6 +610,16 @@ def _on_termination(signum: int, frame) -> None:
         return
     _SIGNALLED.append(signum)
     raise Signalled(signum)
+
+
+def _starting_a_process(frame) -> bool:
+    """Inside subprocess.Popen: an exception raised there, after the fork, leaves a started command that no
+    one holds and no cancel reaches (it would outlive the run). The signal comes again once Popen returns."""
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(f"{os.sep}subprocess.py"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _importing(frame) -> bool:

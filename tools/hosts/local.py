@@ -61,10 +61,15 @@ class LocalHost(Host):
                 # The same outcome as over SSH, where `cd DIR || exit` fails in the remote shell.
                 return CommandResult(command, 1, "", f"bash: cd: {cwd}: {e.strerror}\n",
                                      time.monotonic() - start), b""
-            if stdin is not None:
-                threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()
-            # The timeout counts from the start of the command, not from the wait for a slot.
-            out, err, timed_out, cancelled = _drain(proc, timeout, on_output, cancel, time.monotonic())
+            try:
+                if stdin is not None:
+                    threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()
+                # The timeout counts from the start of the command, not from the wait for a slot.
+                out, err, timed_out, cancelled = _drain(proc, timeout, on_output, cancel, time.monotonic())
+            except BaseException:
+                # Ctrl-C (or a signal) between the start and the wait: the command must not outlive us.
+                _kill_group(proc)
+                raise
         finally:
             self._slots.release()
         stderr = err.decode("utf-8", "replace")
