@@ -648,9 +648,22 @@ def _exit_code_after_signal(code: int) -> int:
     return ExitCode.TERMINATED if _SIGNALLED[0] == signal.SIGTERM else ExitCode.HANGUP
 
 
+def _on_interrupt(signum: int, frame) -> None:
+    """Ctrl-C as Python's own handler takes it (KeyboardInterrupt), except where raising it now would leave a
+    half-made module, schema or child process (see _on_termination): there it comes again 20 ms later."""
+    if _importing(frame) or _in_pydantic(frame) or _starting_a_process(frame):
+        again = threading.Timer(0.02, os.kill, (os.getpid(), signum))
+        again.daemon = True
+        again.start()
+        return
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _on_termination)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # an ignored SIGINT stays ignored
+        signal.signal(signal.SIGINT, _on_interrupt)
     try:
         return _exit_code_after_signal(_main(argv))
     except KeyboardInterrupt as e:
