@@ -599,47 +599,40 @@ def _on_termination(signum: int, frame) -> None:
     if _SIGNALLED:
         _SIGNALLED.append(signum)
         return
-    if _importing(frame) or _in_pydantic(frame) or _starting_a_process(frame):
-        # An exception raised inside an import can leave an extension module half-initialised
-        # (pydantic_core panics instead of stopping), and one raised while pydantic builds a schema
-        # lazily (the SDK's types, on first use) turns into a SchemaError or a model error that is not
-        # an interrupt at all: the same signal again 20 ms later, once that is over.
-        again = threading.Timer(0.02, os.kill, (os.getpid(), signum))
-        again.daemon = True
-        again.start()
+    if _deferred(signum, frame):
         return
     _SIGNALLED.append(signum)
     raise Signalled(signum)
 
 
-def _starting_a_process(frame) -> bool:
-    """Inside subprocess.Popen: an exception raised there, after the fork, leaves a started command that no
-    one holds and no cancel reaches (it would outlive the run). The signal comes again once Popen returns."""
-    while frame is not None:
-        if frame.f_code.co_filename.endswith(f"{os.sep}subprocess.py"):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _importing(frame) -> bool:
-    while frame is not None:
-        if frame.f_code.co_filename.startswith("<frozen importlib"):
-            return True
-        frame = frame.f_back
-    return False
-
-
-# Where pydantic's code lives: a frame from there is in the middle of building or validating a schema.
+# Where raising an interrupt would leave something half made: an import (an extension module half
+# initialised: pydantic_core panics instead of stopping), pydantic building a schema lazily (the SDK's types on
+# first use: a SchemaError, not an interrupt), subprocess.Popen after its fork (a started command that no one
+# holds and no cancel reaches).
 _PYDANTIC_DIRS = tuple(f"{os.sep}{name}{os.sep}" for name in ("pydantic", "pydantic_core"))
 
 
-def _in_pydantic(frame) -> bool:
+def _half_made(filename: str) -> bool:
+    return (filename.startswith("<frozen importlib") or any(d in filename for d in _PYDANTIC_DIRS)
+            or filename.endswith(f"{os.sep}subprocess.py"))
+
+
+def _in_half_made(frame) -> bool:
     while frame is not None:
-        if any(d in frame.f_code.co_filename for d in _PYDANTIC_DIRS):
+        if _half_made(frame.f_code.co_filename):
             return True
         frame = frame.f_back
     return False
+
+
+def _deferred(signum: int, frame) -> bool:
+    """Whether the signal is put off: in one of those places it comes again 20 ms later, once that is over."""
+    if not _in_half_made(frame):
+        return False
+    again = threading.Timer(0.02, os.kill, (os.getpid(), signum))
+    again.daemon = True
+    again.start()
+    return True
 
 
 def _exit_code_after_signal(code: int) -> int:
@@ -649,14 +642,9 @@ def _exit_code_after_signal(code: int) -> int:
 
 
 def _on_interrupt(signum: int, frame) -> None:
-    """Ctrl-C as Python's own handler takes it (KeyboardInterrupt), except where raising it now would leave a
-    half-made module, schema or child process (see _on_termination): there it comes again 20 ms later."""
-    if _importing(frame) or _in_pydantic(frame) or _starting_a_process(frame):
-        again = threading.Timer(0.02, os.kill, (os.getpid(), signum))
-        again.daemon = True
-        again.start()
-        return
-    raise KeyboardInterrupt
+    """Ctrl-C as Python's own handler takes it (KeyboardInterrupt), except where it is put off (_deferred)."""
+    if not _deferred(signum, frame):
+        raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,7 @@ def test_a_signal_in_a_pydantic_frame_is_resent_and_one_elsewhere_raises_at_once
             return v
 
     Model(x=1)
-    assert cli._in_pydantic(frames[0]) and not cli._in_pydantic(sys._getframe())
+    assert cli._in_half_made(frames[0]) and not cli._in_half_made(sys._getframe())
 
     got = threading.Event()
     previous = signal.signal(signal.SIGUSR1, lambda s, f: got.set())
