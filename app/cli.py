@@ -506,11 +506,24 @@ def build_parser() -> argparse.ArgumentParser:
                                          "backup, the changes that ran and ended ok with their arguments, the "
                                          "authorizations they needed, its passed checks and its before/after "
                                          "benchmark with a statistical gate. Read from the record only."),
-                       epilog="example: agent recipe run.jsonl -o cuda13.recipe.yaml")
-    p.add_argument("transcript", help="the canary's transcript (.jsonl)")
-    p.add_argument("-o", "--output", help="the recipe file to write (default: print it)")
+                       epilog="examples:\n"
+                              "  agent recipe run.jsonl -o cuda13.recipe.yaml\n"
+                              "  agent recipe cuda13.recipe.yaml --ansible --canary 1 --batch 8 -o cuda13.yml\n"
+                              "  ansible-playbook -i hosts.ini cuda13.yml",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("transcript", metavar="TRANSCRIPT|RECIPE",
+                   help="the canary's transcript (.jsonl); with --ansible, a recipe (.yaml) or a transcript")
+    p.add_argument("-o", "--output", help="the file to write (default: print it)")
     p.add_argument("--host", help="the canary, when the run had several hosts")
     p.add_argument("--force", action="store_true", help="write over an existing file")
+    p.add_argument("--ansible", action="store_true",
+                   help="write an Ansible playbook of the recipe instead: the preflight, the backup first, the steps "
+                        "with their approvals as comments, the checks as tasks that fail, the benchmark gate, a "
+                        "rescue that restores the backup; serial and max_fail_percentage from the flags below")
+    p.add_argument("--canary", type=int, default=1, help="with --ansible: hosts that go first, alone (default 1)")
+    p.add_argument("--batch", type=int, default=4, help="with --ansible: hosts at once after the canary (default 4)")
+    p.add_argument("--max-fail", type=float, default=0, metavar="PERCENT",
+                   help="with --ansible: max_fail_percentage of each batch (default 0)")
     p.set_defaults(func=cmd_recipe)
 
     p = sub.add_parser("fleet", help="roll a recipe over an inventory: canary first, then batches, a failure limit",

@@ -22,22 +22,26 @@ from app.exit_codes import ExitCode
 
 
 def make_recipe(args) -> int:
-    from agent.fleet.recipe import dump_recipe, recipe_from_transcript  # lazy: per command
+    from agent.fleet.recipe import dump_recipe, load_recipe, recipe_from_transcript  # lazy: per command
 
     path = Path(args.transcript)
     if not path.is_file():
-        raise SessionConfigError(f"no transcript at {path}: give the .jsonl of a finished run whose goal was met")
+        raise SessionConfigError(f"no file at {path}: give the .jsonl of a finished run whose goal was met"
+                                 + (", or a recipe" if args.ansible else ""))
     try:
-        recipe = recipe_from_transcript(path, host=args.host)
+        if args.ansible and path.suffix != ".jsonl":
+            recipe = load_recipe(path)
+        else:
+            recipe = recipe_from_transcript(path, host=args.host)
+        if args.ansible:
+            return _write_playbook(args, recipe, path)
     except RecipeError as e:
         raise SessionConfigError(str(e)) from None
     text = dump_recipe(recipe)
     if args.output in (None, "-"):
         sys.stdout.write(text)
     else:
-        out = Path(args.output)
-        if out.exists() and not args.force:
-            raise SessionConfigError(f"{out} exists: give another -o, or --force to write over it")
+        out = _output(args)
         out.write_text(text, encoding="utf-8")
         print(f"recipe: {out} ({len(recipe.steps)} step{'s' * (len(recipe.steps) != 1)}, "
               f"{len(recipe.authorizations)} rule{'s' * (len(recipe.authorizations) != 1)}, "
@@ -45,6 +49,31 @@ def make_recipe(args) -> int:
               f"{', a benchmark gate' if recipe.benchmark else ''}); read it before "
               f"`agent fleet {out} --inventory ...`",
               file=sys.stderr)
+    return ExitCode.OK
+
+
+def _output(args) -> Path:
+    out = Path(args.output)
+    if out.exists() and not args.force:
+        raise SessionConfigError(f"{out} exists: give another -o, or --force to write over it")
+    return out
+
+
+def _write_playbook(args, recipe, source: Path) -> int:
+    from agent.fleet.ansible import playbook  # lazy: per command
+
+    if args.canary < 0 or args.batch < 1 or not 0 <= args.max_fail <= 100:
+        raise SessionConfigError("--canary is 0 or more, --batch 1 or more, --max-fail a percentage from 0 to 100")
+    text = playbook(recipe, source=str(source), canary=args.canary, batch=args.batch, max_fail=args.max_fail)
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+        return ExitCode.OK
+    out = _output(args)
+    out.write_text(text, encoding="utf-8")
+    steps = len(recipe.steps)
+    print(f"playbook: {out} (preflight, backup, {steps} step{'s' * (steps != 1)}, {len(recipe.checks)} "
+          f"check{'s' * (len(recipe.checks) != 1)}{', a benchmark gate' if recipe.benchmark else ''}, a rescue that "
+          f"restores the backup); review it, then `ansible-playbook -i INVENTORY {out}`", file=sys.stderr)
     return ExitCode.OK
 
 

@@ -1,0 +1,215 @@
+"""`agent recipe RECIPE --ansible`: the exported playbook, run by the real ansible-playbook on sandboxed sims,
+ends each host as `agent fleet` ends it.
+
+The recipe is read from the committed canary run (transcripts/cuda13-upgrade.jsonl, the seed's CUDA 12.8 ->
+13.0 upgrade). Both engines get the same four machines: two plain ones, one whose /tmp is too small for the
+runfile (its step fails, it is restored from its backup), one whose driver differs (held, unchanged).
+Ansible reaches its sims through the upgrade_agent_sim connection (the same bubblewrap sandbox).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent.fleet.ansible import CONNECTION_PLUGINS, ExportError, _quoted, playbook
+from agent.fleet.recipe import dump_recipe, load_recipe, recipe_from_transcript
+from agent.goal import HostEntry, SimMachine
+from agent.host_specs import host_spec
+from tools.hosts.sim import SimHost
+
+ROOT = Path(__file__).resolve().parents[2]
+CANARY = ROOT / "transcripts" / "cuda13-upgrade.jsonl"
+MACHINES = {"gpu01": {}, "gpu02": {}, "gpu03": {"free_space_mb": {"/tmp": 500}}, "gpu04": {"driver": "580.95.05"}}
+WANT = {"gpu01": "changed", "gpu02": "changed", "gpu03": "failed", "gpu04": "held"}
+
+
+def env_for(home: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_", "SSH_AUTH", "ANSIBLE_"))}
+    env.update({"PYTHONPATH": str(ROOT), "HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "TMPDIR": str(home),
+                "ANSIBLE_CONNECTION_PLUGINS": str(CONNECTION_PLUGINS), "ANSIBLE_PIPELINING": "1",
+                "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": str(home / "ansible-tmp"),
+                "ANSIBLE_RETRY_FILES_ENABLED": "0"})
+    return env
+
+
+def agent(*args: str, home: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True,
+                          env=env_for(home), timeout=timeout, cwd=ROOT)
+
+
+def ansible_playbook(inventory: Path, book: Path, home: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ansible", "playbook", "-i", str(inventory), str(book)],
+                          capture_output=True, text=True, env=env_for(home), timeout=timeout, cwd=home)
+
+
+def sims_for_ansible(folder: Path, machines: dict[str, dict]) -> tuple[Path, dict[str, Path]]:
+    """Sims built as `agent fleet` builds them, and an inventory that reaches them through the sim connection."""
+    lines, roots = ["[gpu]"], {}
+    for name, machine in machines.items():
+        spec, _ = host_spec(HostEntry(name=name, transport="sim", sim=SimMachine(**machine)), folder / "sims")
+        roots[name] = Path(spec.sim_root)
+        lines.append(f"{name} agent_sim_root={spec.sim_root} agent_python={spec.python}")
+    lines += ["", "[gpu:vars]", "ansible_connection=upgrade_agent_sim", "ansible_python_interpreter=/usr/bin/python3"]
+    inventory = folder / "sims.ini"
+    inventory.write_text("\n".join(lines) + "\n")
+    return inventory, roots
+
+
+def agent_inventory(path: Path, machines: dict[str, dict]) -> Path:
+    lines = ["[gpu]"] + [name + (f" agent_sim='{json.dumps(m)}'" if m else "") for name, m in machines.items()]
+    path.write_text("\n".join(lines + ["", "[gpu:vars]", "agent_transport=sim"]) + "\n")
+    return path
+
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    """PLAY RECAP's counters by host."""
+    out = {}
+    for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", output, re.M):
+        out[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+    return out
+
+
+def status_from_recap(counts: dict[str, int]) -> str:
+    if counts.get("failed") or counts.get("unreachable"):
+        return "failed"
+    return "changed" if counts.get("changed") else "held"
+
+
+def end_state(root: Path, name: str) -> dict:
+    """What an upgrade changes, read on the sim itself: the venv's packages, the toolkits, the cuda link."""
+    from tools.sim import Sim
+
+    host = SimHost(Sim.open(root).host_spec(name))
+    freeze = host.run("python -m pip freeze --all", timeout=120)
+    assert freeze.ok, freeze.stderr
+    kits = host.run("ls -d /usr/local/cuda-*; readlink /usr/local/cuda", timeout=60)
+    return {"freeze": sorted(freeze.stdout.split()), "toolkits": kits.stdout.split()}
+
+
+@pytest.fixture(scope="module")
+def recipe_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("recipe") / "cuda13.recipe.yaml"
+    path.write_text(dump_recipe(recipe_from_transcript(CANARY)))
+    return path
+
+
+def test_the_playbook_runs_the_recipe_on_sims_and_ends_each_host_as_agent_fleet_does(recipe_file, tmp_path):
+    book = tmp_path / "cuda13.yml"
+    made = agent("recipe", str(recipe_file), "--ansible", "--canary", "1", "--batch", "3", "--max-fail", "50",
+                 "-o", str(book), home=tmp_path)
+    assert made.returncode == 0 and "playbook:" in made.stderr, made.stderr
+
+    inventory, roots = sims_for_ansible(tmp_path / "ansible", MACHINES)
+    played = ansible_playbook(inventory, book, tmp_path)
+    counts = recap(played.stdout)
+    assert set(counts) == set(MACHINES), played.stdout[-3000:]
+    assert {h: status_from_recap(c) for h, c in counts.items()} == WANT, played.stdout[-4000:]
+    assert played.returncode == 2  # ansible-playbook's "a host failed"
+    assert counts["gpu03"]["rescued"] == 1 and "rolled back: step 1 of 2: install_runfile failed: the installer " \
+        "failed (exit 1): Disk space check has failed" in played.stdout
+    assert "held: driver is '580.95.05', the recipe was proven on '590.48.01'" in played.stdout
+
+    out = tmp_path / "rollout"
+    fleet = agent("fleet", str(recipe_file), "-i", str(agent_inventory(tmp_path / "hosts.ini", MACHINES)),
+                  "--canary", "1", "--batch", "3", "--max-fail", "50", "--dir", str(out), home=tmp_path)
+    assert fleet.returncode == 1, fleet.stderr[-3000:]
+    hosts = {e["host"]: e["status"] for e in map(json.loads, (out / "fleet.jsonl").read_text().splitlines())
+             if e["type"] == "fleet_host"}
+    assert hosts == WANT
+
+    # The same machines end the same way: the upgraded ones on cu130 with CUDA 13.0 beside 12.8, the failed one
+    # back on its backup (the toolkit the installer began removed), the held one untouched.
+    for name in MACHINES:
+        by_ansible, by_agent = end_state(roots[name], name), end_state(out / "sims" / name, name)
+        assert by_ansible == by_agent, name
+        upgraded = WANT[name] == "changed"
+        assert ("torch==2.10.0+cu130" in by_ansible["freeze"]) is upgraded, name
+        assert ("/usr/local/cuda-13.0" in by_ansible["toolkits"]) is upgraded, name
+        assert "/usr/local/cuda-12.8" in by_ansible["toolkits"]
+
+
+def test_a_failed_canary_stops_the_play_before_any_other_host(recipe_file, tmp_path):
+    book = tmp_path / "cuda13.yml"
+    assert agent("recipe", str(recipe_file), "--ansible", "--batch", "2", "--max-fail", "50", "-o", str(book),
+                 home=tmp_path).returncode == 0
+    machines = {"gpu01": {"free_space_mb": {"/tmp": 500}}, "gpu02": {}, "gpu03": {}}
+    inventory, roots = sims_for_ansible(tmp_path / "ansible", machines)
+    played = ansible_playbook(inventory, book, tmp_path)
+    assert set(recap(played.stdout)) == {"gpu01"}, played.stdout[-3000:]  # the others never started
+    assert end_state(roots["gpu02"], "gpu02")["toolkits"] == ["/usr/local/cuda-12.8", "/usr/local/cuda-12.8"]
+
+
+# --------------------------------------------------------------------------- what is written
+
+
+class _Tagged(str):
+    pass
+
+
+def _load(text: str):
+    """The playbook as a YAML 1.1 loader reads it, with `!unsafe` strings told apart."""
+    loader = type("L", (yaml.SafeLoader,), {})
+    loader.add_constructor("!unsafe", lambda ld, node: _Tagged(ld.construct_scalar(node)))
+    return yaml.load(text, Loader=loader)  # noqa: S506 (a SafeLoader with one more tag)
+
+
+def _strings(node, out):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out.append(("key", k))
+            _strings(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _strings(v, out)
+    elif isinstance(node, str):
+        out.append(("unsafe" if isinstance(node, _Tagged) else "plain", str(node)))
+    return out
+
+
+def test_every_value_from_the_recipe_is_unsafe_and_the_playbook_has_the_tasks_of_the_recipe(recipe_file):
+    text = playbook(load_recipe(recipe_file), source=str(recipe_file), canary=1, batch=8, max_fail=10)
+    [play] = _load(text)
+    assert play["serial"] == [1, 8] and play["max_fail_percentage"] == 10 and play["gather_facts"] is False
+    names = [t["name"] for t in play["tasks"]]
+    assert names[:4] == ["preflight: read the facts the recipe's preconditions name",
+                         "preflight: a host whose facts differ is held, and nothing on it is changed",
+                         "preflight: end a held host here",
+                         "backup: the Python environment and the CUDA system state, verified by sha256"]
+    block = play["tasks"][4]
+    assert [t["name"] for t in block["block"]] == [
+        "benchmark before", "step 1 of 2: install_runfile", "step 2 of 2: pip_install", "check 1 of 1: toolkit",
+        "benchmark after", "benchmark gate: after >= before - 0% at 95% (a bootstrap interval)"]
+    assert block["rescue"][0]["name"] == "rollback: restore the host from its backup"
+    # A template is only ever our own: every string that holds a recipe value is !unsafe.
+    for kind, s in _strings(play, []):
+        if kind == "plain" and "{{" in s:
+            assert "/srv/" not in s and "torch" not in s, s
+    assert "# approved by the recipe's authorizations[2] (destructive)" in text
+    assert all(ord(c) < 128 for c in text)
+
+
+@pytest.mark.parametrize("text", ["plain", 'a "quote" and \\ back', "line\nbreak\r\x85\u2028\u2029 end", "\x00\x1b\x7f",
+                                  "\ufeffbom", "\U0001f600 astral", "{{ lookup('pipe', 'id') }} # not a comment",
+                                  "'single' : colon - dash", "\t tab"])
+def test_a_quoted_scalar_reads_back_as_the_same_string(text):
+    assert yaml.safe_load("k: " + _quoted(text)) == {"k": text}
+
+
+def test_a_step_no_rule_allows_is_not_exported(recipe_file, tmp_path):
+    r = load_recipe(recipe_file)
+    r.authorizations = [a for a in r.authorizations if a.tool != "pip_install"]
+    edited = tmp_path / "r.yaml"
+    edited.write_text(dump_recipe(r))
+    res = agent("recipe", str(edited), "--ansible", "-o", str(tmp_path / "p.yml"), home=tmp_path)
+    assert res.returncode == 2 and not (tmp_path / "p.yml").exists()
+    assert res.stderr.count("\n") == 1 and "step 2 (pip_install) is a change" in res.stderr, res.stderr
+    with pytest.raises(ExportError, match="none of the recipe's authorizations"):
+        playbook(r, source=str(edited), canary=1, batch=4, max_fail=0)
