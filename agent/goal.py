@@ -312,8 +312,8 @@ def load_goal(path: Path) -> Goal:
     if not isinstance(data, dict):
         raise GoalError(f"{path}:1: a goal file is a mapping with at least `goal:` and `hosts:`")
     try:
-        plain = _plain(data, [MAX_GOAL_VALUES])
-    except _TooManyValues:
+        plain = plain_values(data, [MAX_GOAL_VALUES])
+    except TooManyValues:
         raise GoalError(f"{path}: the file expands to more than {MAX_GOAL_VALUES:,} values (YAML aliases `*name` "
                         "that repeat anchors): write the values out, or use fewer aliases") from None
     try:
@@ -343,20 +343,20 @@ def load_goal(path: Path) -> Goal:
         raise GoalError("\n".join(problems)) from None
 
 
-class _TooManyValues(Exception):
-    pass
+class TooManyValues(Exception):
+    """The YAML expands past its budget of values (aliases that repeat anchors), or nests past 100 levels."""
 
 
-def _plain(node: Any, left: list[int], depth: int = 0) -> Any:
+def plain_values(node: Any, left: list[int], depth: int = 0) -> Any:
     """The YAML as plain dicts and lists, aliases expanded, within a budget of values (and of depth:
     an alias to its own ancestor is a loop)."""
     left[0] -= 1
     if left[0] < 0 or depth > 100:
-        raise _TooManyValues
+        raise TooManyValues
     if isinstance(node, dict):
-        return {str(k): _plain(v, left, depth + 1) for k, v in node.items()}
+        return {str(k): plain_values(v, left, depth + 1) for k, v in node.items()}
     if isinstance(node, list):
-        return [_plain(v, left, depth + 1) for v in node]
+        return [plain_values(v, left, depth + 1) for v in node]
     return node
 
 

@@ -176,7 +176,7 @@ def _checked(what: str, tool_name: str, args: dict):
 def _covering_rule(what: str, tool_name: str, action, rules: list[tuple[int, Authorization]]) -> int | None:
     """The index of the rule that allows the action on every host; None for a read-only one."""
     from agent.safety.policy import classify_action  # lazy: per command
-    from tools.base import RiskClass
+    from tools.base import RiskClass  # lazy: per command
 
     risk = classify_action(action)
     if risk.cls is RiskClass.FORBIDDEN:
@@ -189,6 +189,19 @@ def _covering_rule(what: str, tool_name: str, action, rules: list[tuple[int, Aut
     raise ExportError(f"{what} is a change ({risk.reason}) that none of the recipe's authorizations for every "
                       "host (`host: \"*\"`) allows: agent fleet would refuse it, so no playbook is written; add the "
                       "rule it needs and review it")
+
+
+def _runfile_is_its_version(what: str, values: dict) -> None:
+    """What install_runfile checks on the host before anything, said before a playbook is written."""
+    from tools.install_runfile import RUNFILE_NAME  # lazy: per command
+
+    name = values["runfile"].rstrip("/").rsplit("/", 1)[-1]
+    m = RUNFILE_NAME.search(name)
+    if not m:
+        raise ExportError(f"{what}: {name!r} does not look like a CUDA runfile (cuda_X.Y.Z_DRIVER_linux.run)")
+    if ".".join(m.group("cuda").split(".")[:2]) != values["version"]:
+        raise ExportError(f"{what}: the runfile is CUDA {m.group('cuda')} but version {values['version']} was asked "
+                          "for; the step would fail on every host")
 
 
 @dataclass
@@ -213,6 +226,8 @@ def check_recipe(recipe: Recipe) -> Plan:
                               "drain and the rollback are its own tasks)")
         parsed, action = _checked(what, step.tool, step.args)
         values = parsed.model_dump(mode="json", exclude={"host"})
+        if step.tool == "install_runfile":
+            _runfile_is_its_version(what, values)
         steps.append((step.tool, values, _covering_rule(what, step.tool, action, rules)))
     backup, _ = _checked("the backup", "pip_freeze_backup", recipe.backup)
     restore_args = {"backup_id": "backup", **recipe.restore}
@@ -227,7 +242,7 @@ def check_recipe(recipe: Recipe) -> Plan:
             args = {k: v for k, v in recipe.drain.call(PLACEHOLDER_HOST, undrain=tool_name == "undrain_node").items()
                     if k != "host"}
             if tool_name == "undrain_node":
-                args["drain_id"] = "0"
+                args["drain_id"] = "0" * 8  # a drain_id of the shape drain_node gives
             _, action = _checked(f"the {tool_name.split('_')[0]}", tool_name, args)
             found.append(_covering_rule(f"the {tool_name}", tool_name, action, rules))
         drain_rules = (found[0], found[1])
@@ -237,7 +252,7 @@ def check_recipe(recipe: Recipe) -> Plan:
             checks.append(("check_toolkit", {"path": check.toolkit.path, "version": check.toolkit.version}))
         elif check.command is not None:
             from agent.safety.classifier import classify  # lazy: per command
-            from tools.base import RiskClass
+            from tools.base import RiskClass  # lazy: per command
 
             risk = classify(check.command.run)
             if risk.cls is not RiskClass.READ_ONLY:

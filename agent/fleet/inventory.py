@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.goal import HostEntry
+from agent.goal import HostEntry, TooManyValues, plain_values
 
 MAX_INVENTORY_BYTES = 4 * 1024 * 1024
 MAX_HOSTS = 10_000  # ranges included: `gpu[0:99999]` is a typo, not a fleet
+MAX_INVENTORY_VALUES = 1_000_000  # what the YAML expands to: 10,000 hosts with their variables, and room
 # A host's name names its transcript file too: letters, digits, `._:-`, not starting with a dot.
 HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:-]{0,252}$")
 ADDRESS = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,252})|[0-9A-Fa-f:.]+)$")  # a DNS name, IPv4 or IPv6
@@ -279,6 +280,11 @@ def _parse_yaml(path: Path, text: str) -> Inventory:
         raise InventoryError(f"{path}{line}: not valid YAML: {getattr(e, 'problem', e)}") from None
     if not isinstance(data, dict):
         raise InventoryError(f"{path}: a YAML inventory is a mapping of groups (usually `all:`)")
+    try:  # as goal files: a few lines of aliases can expand into billions of values
+        data = plain_values(data, [MAX_INVENTORY_VALUES])
+    except TooManyValues:
+        raise InventoryError(f"{path}: the file expands to more than {MAX_INVENTORY_VALUES:,} values (YAML aliases "
+                             "`*name` that repeat anchors): write the values out, or use fewer aliases") from None
     groups: dict[str, Group] = {"all": Group("all"), "ungrouped": Group("ungrouped")}
     host_vars: dict[str, dict[str, Any]] = {}
 

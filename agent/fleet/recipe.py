@@ -26,13 +26,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agent.goal import SuccessCheck, check_tool_authorization
+from agent.goal import SuccessCheck, TooManyValues, check_tool_authorization, plain_values
 from agent.safety.authorizations import Authorization
+from tools.drain_node import REASON as DRAIN_REASON
 
 RECIPE_VERSION = 1
 # The fleet makes the backup, the rollback, the drain and the undrain itself, around the steps.
 NOT_STEPS = {"pip_freeze_backup", "restore_backup", "drain_node", "undrain_node"}
-MIN_GATE_RUNS = 5  # a rank test or a bootstrap needs more than the 3 runs a session usually measures
+MIN_GATE_RUNS = 5
+# A recipe is a page or two of YAML (the demo's is 2 kB); the limits are goal files' kind (agent/goal.py).
+MAX_RECIPE_BYTES = 256 * 1024
+MAX_RECIPE_VALUES = 50_000  # a rank test or a bootstrap needs more than the 3 runs a session usually measures
 
 
 class RecipeError(ValueError):
@@ -40,7 +44,8 @@ class RecipeError(ValueError):
 
 
 class Preconditions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: the facts are compared with ==, where `gpu_count: true` would equal a host's 1 GPU.
+    model_config = ConfigDict(extra="forbid", strict=True)
     driver: str | None = None  # the loaded driver's version, exactly
     gpu_model: str | None = None  # nvidia-smi's name of the first GPU
     gpu_count: int | None = None
@@ -107,7 +112,7 @@ class Drain(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     scheduler: Literal["slurm", "kubernetes"]
-    reason: str = Field(min_length=1, max_length=120, pattern=r"^[A-Za-z0-9 ._:/+=,()-]+$")
+    reason: str = Field(min_length=1, max_length=120, pattern=DRAIN_REASON)  # what drain_node accepts
     timeout: float = Field(3600, gt=0, le=86_400)  # seconds to wait for the node's jobs
 
     def call(self, host: str, undrain: bool = False) -> dict:
@@ -318,6 +323,10 @@ def load_recipe(path: Path) -> Recipe:
     from ruamel.yaml.error import YAMLError
 
     try:
+        size = path.stat().st_size
+        if size > MAX_RECIPE_BYTES:
+            raise RecipeError(f"{path}: {size:,} bytes is too large for a recipe (the limit is "
+                              f"{MAX_RECIPE_BYTES // 1024} KiB): is it the right file?")
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise RecipeError(f"{path}: cannot read the recipe: {e.strerror}") from None
@@ -331,6 +340,14 @@ def load_recipe(path: Path) -> Recipe:
                           f"{getattr(e, 'problem', e)}") from None
     if not isinstance(data, dict):
         raise RecipeError(f"{path}: a recipe is a mapping (`agent recipe TRANSCRIPT -o {path.name}` writes one)")
+    try:  # as goal files: a few lines of aliases can expand into billions of values
+        data = plain_values(data, [MAX_RECIPE_VALUES])
+    except TooManyValues:
+        raise RecipeError(f"{path}: the file expands to more than {MAX_RECIPE_VALUES:,} values (YAML aliases `*name` "
+                          "that repeat anchors): write the values out, or use fewer aliases") from None
+    hidden = _binary_value(data)
+    if hidden is not None:
+        raise RecipeError(f"{path}: {hidden} is a !!binary value: a recipe is reviewed as text, so write it as text")
     try:
         return Recipe.model_validate(data)
     except ValidationError as e:
@@ -338,3 +355,15 @@ def load_recipe(path: Path) -> Recipe:
         where = ".".join(str(p) for p in first["loc"])
         said = first["msg"].removeprefix("Value error, ")
         raise RecipeError(f"{path}: {where + ': ' if where else ''}{said}") from None
+
+
+def _binary_value(node, where: str = "") -> str | None:
+    """Where the YAML holds bytes (a !!binary value, base64 that a reviewer cannot read), or None."""
+    if isinstance(node, bytes):
+        return where or "the recipe"
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        found = _binary_value(value, f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None

@@ -10,19 +10,16 @@ Ansible reaches its sims through the upgrade_agent_sim connection (the same bubb
 from __future__ import annotations
 
 import json
-import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from ansible_sims import ansible_env, ansible_playbook, recap, sims_for_ansible
 
-from agent.fleet.ansible import CONNECTION_PLUGINS, ExportError, _quoted, playbook
+from agent.fleet.ansible import ExportError, _quoted, playbook
 from agent.fleet.recipe import dump_recipe, load_recipe, recipe_from_transcript
-from agent.goal import HostEntry, SimMachine
-from agent.host_specs import host_spec
 from tools.hosts.sim import SimHost
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,50 +28,15 @@ MACHINES = {"gpu01": {}, "gpu02": {}, "gpu03": {"free_space_mb": {"/tmp": 500}},
 WANT = {"gpu01": "changed", "gpu02": "changed", "gpu03": "failed", "gpu04": "held"}
 
 
-def env_for(home: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_", "SSH_AUTH", "ANSIBLE_"))}
-    env.update({"PYTHONPATH": str(ROOT), "HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "TMPDIR": str(home),
-                "ANSIBLE_CONNECTION_PLUGINS": str(CONNECTION_PLUGINS), "ANSIBLE_PIPELINING": "1",
-                "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": str(home / "ansible-tmp"),
-                "ANSIBLE_RETRY_FILES_ENABLED": "0"})
-    return env
-
-
 def agent(*args: str, home: Path, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True,
-                          env=env_for(home), timeout=timeout, cwd=ROOT)
-
-
-def ansible_playbook(inventory: Path, book: Path, home: Path, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ansible", "playbook", "-i", str(inventory), str(book)],
-                          capture_output=True, text=True, env=env_for(home), timeout=timeout, cwd=home)
-
-
-def sims_for_ansible(folder: Path, machines: dict[str, dict]) -> tuple[Path, dict[str, Path]]:
-    """Sims built as `agent fleet` builds them, and an inventory that reaches them through the sim connection."""
-    lines, roots = ["[gpu]"], {}
-    for name, machine in machines.items():
-        spec, _ = host_spec(HostEntry(name=name, transport="sim", sim=SimMachine(**machine)), folder / "sims")
-        roots[name] = Path(spec.sim_root)
-        lines.append(f"{name} agent_sim_root={spec.sim_root} agent_python={spec.python}")
-    lines += ["", "[gpu:vars]", "ansible_connection=upgrade_agent_sim", "ansible_python_interpreter=/usr/bin/python3"]
-    inventory = folder / "sims.ini"
-    inventory.write_text("\n".join(lines) + "\n")
-    return inventory, roots
+                          env=ansible_env(home), timeout=timeout, cwd=ROOT, check=False)
 
 
 def agent_inventory(path: Path, machines: dict[str, dict]) -> Path:
     lines = ["[gpu]"] + [name + (f" agent_sim='{json.dumps(m)}'" if m else "") for name, m in machines.items()]
     path.write_text("\n".join(lines + ["", "[gpu:vars]", "agent_transport=sim"]) + "\n")
     return path
-
-
-def recap(output: str) -> dict[str, dict[str, int]]:
-    """PLAY RECAP's counters by host."""
-    out = {}
-    for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", output, re.M):
-        out[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
-    return out
 
 
 def status_from_recap(counts: dict[str, int]) -> str:
@@ -158,7 +120,7 @@ def _load(text: str):
     """The playbook as a YAML 1.1 loader reads it, with `!unsafe` strings told apart."""
     loader = type("L", (yaml.SafeLoader,), {})
     loader.add_constructor("!unsafe", lambda ld, node: _Tagged(ld.construct_scalar(node)))
-    return yaml.load(text, Loader=loader)  # noqa: S506 (a SafeLoader with one more tag)
+    return yaml.load(text, Loader=loader)
 
 
 def _strings(node, out):
@@ -213,3 +175,42 @@ def test_a_step_no_rule_allows_is_not_exported(recipe_file, tmp_path):
     assert res.stderr.count("\n") == 1 and "step 2 (pip_install) is a change" in res.stderr, res.stderr
     with pytest.raises(ExportError, match="none of the recipe's authorizations"):
         playbook(r, source=str(edited), canary=1, batch=4, max_fail=0)
+
+
+def test_a_playbook_that_drains_puts_back_only_the_nodes_it_drained_as_agent_fleet_does(recipe_file, tmp_path):
+    """Slurm nodes: gpu01 runs a job (the drain waits for it), gpu02 was drained by an operator (left drained),
+    gpu03's /tmp is too small (restored, then put back). Both engines leave the schedulers in the same state."""
+    from agent.fleet.recipe import Drain
+    from tools.sim import Sim
+
+    r = load_recipe(recipe_file)
+    r.drain = Drain(scheduler="slurm", reason="cuda 13.0 upgrade", timeout=120)
+    r.authorizations += r.drain.rules()
+    edited = tmp_path / "recipe.yaml"
+    edited.write_text(dump_recipe(r))
+    machines = {"gpu01": {"slurm": {"jobs": [0.5]}}, "gpu02": {"slurm": {"drained_by": "hw: fan 3 failed"}},
+                "gpu03": {"slurm": {}, "free_space_mb": {"/tmp": 500}}}
+    book = tmp_path / "drain.yml"
+    assert agent("recipe", str(edited), "--ansible", "--canary", "0", "--batch", "3", "--max-fail", "50",
+                 "-o", str(book), home=tmp_path).returncode == 0
+    text = book.read_text()
+    assert "# approved by the recipe's authorizations[3]: " in text and "name: !unsafe \"drain: take the node" in text
+
+    inventory, roots = sims_for_ansible(tmp_path / "ansible", machines)
+    played = ansible_playbook(inventory, book, tmp_path)
+    assert {h: status_from_recap(c) for h, c in recap(played.stdout).items()} == {
+        "gpu01": "changed", "gpu02": "changed", "gpu03": "failed"}, played.stdout[-4000:]
+
+    out = tmp_path / "rollout"
+    fleet = agent("fleet", str(edited), "-i", str(agent_inventory(tmp_path / "hosts.ini", machines)), "--canary", "0",
+                  "--batch", "3", "--max-fail", "50", "--dir", str(out), home=tmp_path)
+    assert fleet.returncode == 1, fleet.stderr[-3000:]
+
+    def scheduler(root: Path) -> dict:
+        node = Sim.open(root).scheduler_state()["slurm"]
+        return {"drained": node["drained"], "reason": node.get("reason"), "by": node.get("by")}
+
+    for name in machines:
+        assert scheduler(roots[name]) == scheduler(out / "sims" / name), name
+    assert not scheduler(roots["gpu01"])["drained"] and not scheduler(roots["gpu03"])["drained"]  # both back in
+    assert scheduler(roots["gpu02"]) == {"drained": True, "reason": "hw: fan 3 failed", "by": "admin"}  # left as it was

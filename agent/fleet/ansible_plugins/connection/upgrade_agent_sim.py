@@ -18,6 +18,9 @@ from pathlib import Path
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.plugins.connection import ConnectionBase
 
+from tools.hosts.sim import SandboxUnavailable, check_sandbox, sandbox_argv
+from tools.sim import Sim
+
 DOCUMENTATION = """
     name: upgrade_agent_sim
     short_description: run tasks on an upgrade-agent simulated GPU host
@@ -39,17 +42,14 @@ class Connection(ConnectionBase):
 
     def _connect(self):
         if not self._connected:
-            from tools.hosts.sim import check_sandbox  # the product's own check: bwrap present and allowed
 
             root = Path(self.get_option("sim_root"))
             if not (root / ".sim" / "state.json").is_file():
                 raise AnsibleConnectionFailure(f"{root} is not a simulated GPU host (no .sim/state.json)")
             try:
                 check_sandbox()
-            except Exception as e:  # SandboxUnavailable: its message says what to install
+            except SandboxUnavailable as e:  # its message says what to install
                 raise AnsibleConnectionFailure(str(e)) from None
-            from tools.sim import Sim
-
             self._root = root
             # The environment a command on the sim gets from the sim transport: its venv first on PATH, as on a
             # box whose engineers activate it, and nothing of this machine's own environment.
@@ -59,8 +59,6 @@ class Connection(ConnectionBase):
         return self
 
     def _argv(self, command: str) -> list[str]:
-        from tools.hosts.sim import sandbox_argv
-
         return [*sandbox_argv(self._root, self._play_context.remote_addr or "sim"), "/bin/sh", "-c", command]
 
     def exec_command(self, cmd, in_data=None, sudoable=True):
