@@ -29,17 +29,17 @@ try:  # in the playbook, the text of these modules comes before this one
 except NameError:
     from agent.fleet.stats import bootstrap_gate
     from tools.bench_parsers import ParseError, default_metric, higher_is_better, read_metric
+    from tools.system_state import CUDA_LINK, parse_system_state, system_rollback
     from tools.system_state import SCRIPT as SYSTEM_SCRIPT
-    from tools.system_state import parse_system_state, system_rollback
 else:
     SYSTEM_SCRIPT = SCRIPT  # noqa: F821
 
 BACKUP_ROOT = "/var/tmp/upgrade-agent/backups"  # the agent's own (tools/pip_freeze_backup.py)
 CUDA_ROOT = "/usr/local"
-CUDA_LINK = "/usr/local/cuda"  # as tools/system_state.py
+# The constants below are the tools' own, which import pydantic and cannot travel; a test keeps them equal.
 KEEP = {"pip", "setuptools", "wheel"}  # never uninstalled to match a backup (tools/restore_plan.py)
 RUNFILE_NAME = re.compile(r"^cuda_(?P<cuda>\d+\.\d+\.\d+)_(?P<driver>\d+\.\d+(?:\.\d+)?)_linux(?:_sbsa)?\.run$")  # as the tool
-MIN_DRIVER = {12: 525, 13: 580}
+MIN_DRIVER = {13: 580, 12: 525, 11: 450}
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton")
 OUR_PREFIX = "upgrade-agent: "  # the drain reason's prefix, as drain_node sets it
 ANNOTATION = "upgrade-agent/drained"
@@ -87,7 +87,11 @@ def pip_env(own_config: bool) -> dict:
 
 
 def freeze(python: str, own_config: bool = True) -> dict:
-    text = must([python, "-m", "pip", "freeze", "--all"], "reading the environment", env=pip_env(own_config))
+    return pins_of(must([python, "-m", "pip", "freeze", "--all"], "reading the environment", env=pip_env(own_config)))
+
+
+def pins_of(text: str) -> dict:
+    """A freeze's lines by normalized name."""
     pins = {}
     for line in text.splitlines():
         line = line.strip()
@@ -172,10 +176,7 @@ def restore(values: dict, folder: str) -> dict:
     python = values.get("python") or sys.executable
     must(["sha256sum", "-c", "--strict", "--quiet", "SHA256SUMS"], "checking the backup", cwd=folder)
     with open(os.path.join(folder, "freeze.txt"), encoding="utf-8") as f:
-        want = {}
-        for line in f.read().splitlines():
-            if line.strip() and not line.startswith("#"):
-                want[re.sub(r"[-_.]+", "-", re.split(r"[=@ ]", line, 1)[0]).lower()] = line.strip()
+        want = pins_of(f.read())
     have = freeze(python)
     extras = sorted(n for n in have if n not in want and n not in KEEP)
     changed = sorted(line for name, line in want.items() if have.get(name) != line)

@@ -214,3 +214,13 @@ def test_a_playbook_that_drains_puts_back_only_the_nodes_it_drained_as_agent_fle
         assert scheduler(roots[name]) == scheduler(out / "sims" / name), name
     assert not scheduler(roots["gpu01"])["drained"] and not scheduler(roots["gpu03"])["drained"]  # both back in
     assert scheduler(roots["gpu02"]) == {"drained": True, "reason": "hw: fan 3 failed", "by": "admin"}  # left as it was
+
+
+def test_the_helper_keeps_the_tools_constants():
+    """The host script cannot import the tools (they need pydantic): what it copies must stay theirs."""
+    from agent.fleet import playbook_helper as helper
+    from tools import drain_node, install_runfile, restore_plan
+
+    assert helper.KEEP == restore_plan.KEEP and helper.MIN_DRIVER == install_runfile.MIN_DRIVER
+    assert helper.RUNFILE_NAME.pattern == install_runfile.RUNFILE_NAME.pattern
+    assert (helper.OUR_PREFIX, helper.ANNOTATION) == (drain_node.OUR_PREFIX, drain_node.ANNOTATION)
