@@ -158,7 +158,7 @@ def _record(session: Session, states: list[_FinalState], checks: list[tuple[int,
 
 
 def _hosts_for(name: str | None, goal: Goal) -> list[str]:
-    return [name] if name else goal.host_names()
+    return goal.hosts_of(name)
 
 
 def _run_one(check: SuccessCheck, goal: Goal, session: Session, cancel: threading.Event) -> CheckResult:

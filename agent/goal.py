@@ -6,11 +6,14 @@
       - {name: box2, target: root@127.0.0.1:2222, python: /opt/venv/bin/python}
       - {name: sim, transport: sim}   # the built-in simulated GPU host
     model: gpt-4.1                    # optional; also --model / OPENAI_BASE_URL
+    groups:                           # optional: names for sets of hosts, as an inventory's groups
+      train: [gpu1, box2]             # members are hosts, or other groups (children)
     authorizations:                   # what may change without asking (see agent/safety/authorizations.py)
       - {host: gpu1, tool: install_runfile, args: {version: "13.0", toolkit_only: true}}
       - {host: gpu1, tool: pip_install, args: {index_url: "https://download.pytorch.org/whl/cu130",
                                                packages: ["torch==2.10.0+cu130"]}}
       - {host: gpu1, command: "systemctl restart sglang"}   # one exact command
+      - {host: train, tool: run_bench, args: {}}            # a group: each of its hosts, and only those
     budget: {turns: 40, tokens: 400000, minutes: 30}
     success:                          # checks the tools can verify at the end
       - {toolkit: {host: gpu1, path: /usr/local/cuda-13.0, version: "13.0"}}
@@ -172,11 +175,16 @@ class SuccessCheck(BaseModel):
         return self
 
 
+GROUP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")  # Ansible's valid group names (no `-`, `.`, `:`)
+EVERY_HOST = "all"  # as in Ansible: the group of every host, which a goal file does not define
+
+
 class Goal(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     goal: str = Field(min_length=1)
     hosts: list[HostEntry] = Field(min_length=1)
+    groups: dict[str, list[str]] = Field(default_factory=dict, max_length=256)
     model: str | None = None
     base_url: str | None = None
     authorizations: list[Authorization] = Field(default_factory=list)
@@ -190,24 +198,84 @@ class Goal(BaseModel):
             return [host_entry_for(h).model_dump() if isinstance(h, str) else h for h in v]
         return v
 
+    @field_validator("authorizations", mode="before")
+    @classmethod
+    def _members_come_from_groups(cls, v: Any) -> Any:
+        for i, rule in enumerate(v if isinstance(v, list) else []):
+            if isinstance(rule, dict) and "members" in rule:
+                raise ValueError(f"authorizations[{i}]: `members` is not a key of a goal file's rule: put the hosts "
+                                 "in a group under `groups:` and name the group in `host:`")
+        return v
+
     @model_validator(mode="after")
     def _known_hosts_only(self) -> "Goal":
         names = [h.name for h in self.hosts]
         if len(set(names)) != len(names):
             raise ValueError(f"host names must be unique, got {names}")
+        groups = resolve_groups(self.groups, names)
+        known = f"hosts {names}" + (f" or groups {sorted(self.groups)}" if self.groups else "")
         for i, a in enumerate(self.authorizations):
-            if a.host != "*" and a.host not in names:
-                raise ValueError(f"authorizations[{i}] names host {a.host!r}, which is not in hosts {names}")
+            if a.host in groups:
+                a.members = groups[a.host]
+            elif a.host != "*" and a.host not in names:
+                raise ValueError(f"authorizations[{i}] names host {a.host!r}, which is not in {known}")
             if a.tool is not None:
                 a.args = check_tool_authorization(i, a.tool, a.args)
         for i, c in enumerate(self.success):
             spec = c.toolkit or c.command
-            if spec is not None and spec.host is not None and spec.host not in names:
-                raise ValueError(f"success[{i}] names host {spec.host!r}, which is not in hosts {names}")
+            if spec is not None and spec.host is not None and spec.host not in names and spec.host not in groups:
+                raise ValueError(f"success[{i}] names host {spec.host!r}, which is not in {known}")
         return self
 
     def host_names(self) -> list[str]:
         return [h.name for h in self.hosts]
+
+    def hosts_of(self, name: str | None) -> list[str]:
+        """The hosts a check's `host:` means: every host (left out, or `all`), a group's, or the one named."""
+        if name is None:
+            return self.host_names()
+        return resolve_groups(self.groups, self.host_names()).get(name, [name])
+
+
+def resolve_groups(groups: dict[str, list[str]], hosts: list[str]) -> dict[str, list[str]]:
+    """Each group's hosts, through its children, in the order of `hosts:`; with `all` for every host.
+
+    Raises ValueError (one line) for a name that is not a group name, that is a host's too (or differs
+    from one only in case), an empty group, a member that is neither a host nor a group, or a cycle."""
+    if EVERY_HOST in hosts:
+        raise ValueError(f"hosts: a host cannot be named `{EVERY_HOST}`: that means every host (in a rule's `host:` "
+                         "too); give it another name and its address as `target:`")
+    folded = {h.casefold(): h for h in hosts}
+    for name, members in groups.items():
+        if not GROUP_NAME.fullmatch(name):
+            raise ValueError(f"groups: {name!r} is not a group name (letters, digits and _, not starting with a "
+                             "digit, at most 64)")
+        if name == EVERY_HOST:
+            raise ValueError(f"groups: `{EVERY_HOST}` is every host already: give the group another name")
+        if name.casefold() in folded:
+            raise ValueError(f"groups: {name!r} is also the name of host {folded[name.casefold()]!r}"
+                             + (" (but for case)" if name not in hosts else "") + ": a group needs a name of its own")
+        if not members:
+            raise ValueError(f"groups: {name!r} has no members: list its hosts, or leave the group out")
+    for name, members in groups.items():
+        for m in members:
+            if m not in groups and m not in hosts:
+                raise ValueError(f"groups: {name!r} lists {m!r}, which is neither one of the hosts {hosts} nor a group")
+    resolved: dict[str, set[str]] = {}
+
+    def expand(name: str, path: tuple[str, ...]) -> set[str]:
+        if name in path:
+            raise ValueError(f"groups: {' > '.join((*path, name))} is a cycle: a group cannot contain itself")
+        if name not in resolved:
+            out: set[str] = set()
+            for m in groups[name]:
+                out |= expand(m, (*path, name)) if m in groups else {m}
+            resolved[name] = out
+        return resolved[name]
+
+    for name in groups:
+        expand(name, ())
+    return {EVERY_HOST: list(hosts), **{g: [h for h in hosts if h in members] for g, members in resolved.items()}}
 
 
 def check_tool_authorization(i: int, tool: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -327,6 +395,9 @@ def load_goal(path: Path) -> Goal:
             if not loc and named:  # a check across keys names the entry it is about
                 loc = [named.group(1), int(named.group(2))]
                 msg = msg[named.end():].lstrip(".: ") or msg
+            elif not loc and msg.startswith(("groups: ", "hosts: ")):
+                where, _, msg = msg.partition(": ")
+                loc = [where]
             key = _dotted(loc) or "(top level)"
             line = _line_of(data, loc)
             if err["type"] == "extra_forbidden":

@@ -538,6 +538,8 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="inventory variables: ansible_host, ansible_user, ansible_port, "
                               "ansible_ssh_private_key_file, ansible_connection=local; agent_transport=sim with "
                               "agent_sim={...} for a simulated host, agent_python, agent_path_prefix.\n\n"
+                              "--ask: a held host (its driver, GPU, toolkits or torch differ from the canary's) "
+                              "is offered to the model after the rollout, with the model flags below.\n\n"
                               "exit codes: 0 every host attempted ended ok or changed (held hosts are reported); "
                               "1 a host failed or the rollout stopped; 2 a bad recipe, inventory or flag; 130 Ctrl-C",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -553,6 +555,11 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "and --limit): hosts with an outcome keep it, one that was running "
                                                    "is reported, not run again; the rest go on in batches")
     p.add_argument("--json", action="store_true", help="one JSON object per line: batches, hosts, the recap")
+    p.add_argument("--ask", action="store_true",
+                   help="once the batches are done, ask about each held host whether to hand it to the model in a "
+                        "session of its own (at this terminal: you approve every change it makes there; the checks "
+                        "and the gate judge it, and a failure is offered its rollback)")
+    _add_model_flags(p)
     p.set_defaults(func=cmd_fleet)
 
     p = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",

@@ -84,6 +84,8 @@ def run_fleet(args) -> int:
 
     if args.canary < 0 or args.batch < 1 or not 0 <= args.max_fail <= 100:
         raise SessionConfigError("--canary is 0 or more, --batch 1 or more, --max-fail a percentage from 0 to 100")
+    if args.ask and args.json:
+        raise SessionConfigError("--ask asks you at this terminal, --json is for scripts that nobody answers: use one")
     try:
         recipe = load_recipe(Path(args.recipe))
         inventory = load_inventory(Path(args.inventory))
@@ -108,11 +110,12 @@ def run_fleet(args) -> int:
         if any(out_dir.glob("fleet*.jsonl")):
             raise SessionConfigError(f"{out_dir} already holds a rollout (fleet.jsonl): give another --dir, or "
                                      f"--resume {out_dir} to go on with it")
+    hand_over = _HandOver(args, recipe) if args.ask else None  # the model's endpoint is checked before any host
     began = time.monotonic()
     show = _Progress(args.json)
     show.intro(len(entries), canary, batch, max_fail, out_dir, carried=len(earlier or []))
     result = roll_out(recipe, Path(args.recipe), entries, canary=canary, batch=batch, max_fail_percent=max_fail,
-                      out_dir=out_dir, on_event=show.event, earlier=earlier, resumes=link)
+                      out_dir=out_dir, on_event=show.event, earlier=earlier, resumes=link, hand_over=hand_over)
     show.recap(result, time.monotonic() - began)
     if result.stopped == "interrupted":
         if not args.json:
@@ -123,6 +126,42 @@ def run_fleet(args) -> int:
         return ExitCode.FAILED
     return ExitCode.OK
 
+
+
+class _HandOver:
+    """`--ask`: the operator is asked about each held host; on a yes, the host's session with the model, at this
+    terminal, every change approved by the operator (agent/fleet/handoff.py)."""
+
+    def __init__(self, args, recipe):
+        from agent.session_builder import make_model  # lazy: loads the model SDK, only with --ask
+        from app.chat import TerminalApprover  # lazy: as above
+        from app.ui import make_view  # lazy: as above
+
+        self.recipe = recipe
+        self.model = make_model(args.model, args.base_url, args.model_timeout)
+        self.view = make_view(verbosity=getattr(args, "verbosity", None))
+        self.approver_of = lambda: TerminalApprover(view=self.view)
+
+    def __call__(self, held, entry, transcript: Path, sims: dict, start_info: dict):
+        from agent.fleet.handoff import run_handoff  # lazy: with the first yes
+
+        self.view.info(f"{held.host} was held: {held.reason.removeprefix('held: ')}.")
+        question = (f"hand {held.host} to the model ({self.model.name}) in a session of its own? Every change it "
+                    "makes there is asked of you. [y/N] ")
+        while True:
+            try:
+                answer = self.view.read_line(question).strip().lower()
+            except EOFError:
+                answer = "n"
+            if answer in ("y", "yes", "n", "no", ""):
+                break
+            self.view.warn("answer y or n")
+        if answer not in ("y", "yes"):
+            self.view.info(f"{held.host} stays held")
+            return None
+        self.view.info(f"{held.host}: the model's session is recorded in {transcript}")
+        return run_handoff(self.recipe, entry, held, model=self.model, approver=self.approver_of(),
+                           transcript=transcript, listeners=[self.view], start_info=start_info, sims=sims)
 
 
 def _default_dir() -> Path:
@@ -166,7 +205,7 @@ class _Progress:
         self._say(f"\nRECAP {'*' * 60}")
         for o in result.outcomes:
             marks = [f"{k}={int(o.status == k)}" for k in ("ok", "changed", "failed", "held")]
-            extra = " rolled_back=1" if o.rolled_back else ""
+            extra = (" rolled_back=1" if o.rolled_back else "") + (" handed_over=1" if o.handed_over else "")
             self._say(f"{o.host:<16}: {'  '.join(marks)}  [{o.status}]{extra}")
         said = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
         self._say(f"\n{said}; {elapsed:.0f} s" + (f"; stopped: {result.stopped}" if result.stopped else ""))

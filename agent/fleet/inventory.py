@@ -332,6 +332,12 @@ def _check_connection(path: Path, name: str, v: dict[str, Any]) -> None:
     if not HOST_NAME.match(name) or ".." in name:
         raise InventoryError(f"{path}: host {name!r}: a host name is letters, digits and ._:- (it also names the "
                              "host's transcript file); give the address as ansible_host")
+    if re.fullmatch(r"fleet(-\d+)?", name):
+        raise InventoryError(f"{path}: a host cannot be named {name!r}: {name}.jsonl is the rollout's own record; name "
+                             "it otherwise and give its address as ansible_host")
+    if name == "all":
+        raise InventoryError(f"{path}: a host cannot be named `all`: that is the group of every host; name it "
+                             "otherwise and give its address as ansible_host")
     checks = (("ansible_host", ADDRESS, "a host name or an IP address"), ("ansible_user", USER, "a user name"))
     for key, pattern, what in checks:
         if key in v and not (isinstance(v[key], str) and pattern.match(v[key])):

@@ -153,13 +153,16 @@ class Recipe(BaseModel):
         # As in goal files: a rule that can never match, or that leaves open what the tool will do, is a
         # mistake said when the file loads, not a crash on the first host.
         for i, a in enumerate(self.authorizations):
+            if a.members is not None:
+                raise ValueError(f"authorizations[{i}]: `members` is not a key of a recipe's rule: name one host, "
+                                 "or `*` for every host of the rollout")
             if a.tool is not None:
                 a.args = check_tool_authorization(i, a.tool, a.args)
         return self
 
     def rules_for(self, host: str) -> list[Authorization]:
         """The authorizations on `host`: those for every host, and those that name it."""
-        return [a for a in self.authorizations if a.host in ("*", host)]
+        return [a for a in self.authorizations if a.covers_host(host)]
 
     def turns(self) -> int:
         return self.budget_turns or len(self.steps) + 8

@@ -30,7 +30,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 def fleet_html(fleet_path: Path) -> str:
     events = [json.loads(line) for line in fleet_path.read_text(encoding="utf-8").splitlines() if line.strip()]
     start = events[0]
-    hosts = [e for e in events if e["type"] == "fleet_host"]
+    latest = {e["host"]: e for e in events if e["type"] == "fleet_host"}  # a held host handed over is written again
+    hosts = list(latest.values())
     result = next((e for e in events if e["type"] == "fleet_result"), {})
     plan = start.get("plan", {})
     counts = ", ".join(f"{n} {k}" for k, n in sorted((result.get("counts") or {}).items()))

@@ -202,6 +202,7 @@ class HostOutcome:
     steps_ok: int = 0
     duration_s: float = 0.0
     bench: dict = field(default_factory=dict)  # label -> {median, values}
+    handed_over: bool | None = None  # held, then handed to the model (`agent fleet --ask`)
 
     def as_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -241,7 +242,7 @@ def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, sto
             status, reason = _judge_apply(model, outcome)
             if status == CHANGED:
                 checks_ok = verify_end(goal, session)
-                gate = _gate(recipe, model)
+                gate = gate_of(recipe, model.bench)
                 why = _why_failed(checks_ok, gate)
                 if why:
                     status, reason = FAILED, why
@@ -292,11 +293,12 @@ def _judge_apply(model: RecipeModel, outcome) -> tuple[str, str]:
     return CHANGED, ""
 
 
-def _gate(recipe: Recipe, model: RecipeModel) -> dict | None:
+def gate_of(recipe: Recipe, results: dict[str, dict]) -> dict | None:
+    """The recipe's benchmark gate on a host's run_bench results by label (`before`, `after`), or None without both."""
     bench = recipe.benchmark
-    if bench is None or "before" not in model.bench or "after" not in model.bench:
+    if bench is None or "before" not in results or "after" not in results:
         return None
-    before, after = model.bench["before"], model.bench["after"]
+    before, after = results["before"], results["after"]
     higher = ((after.get("comparison") or {}).get("higher_is_better"))
     result = bootstrap_gate([float(v) for v in before["values"]], [float(v) for v in after["values"]],
                             bench.gate.max_drop_percent, bench.gate.confidence, higher, metric=after.get("metric", ""))
@@ -359,10 +361,14 @@ def over_threshold(outcomes: list[HostOutcome], max_fail_percent: float) -> str 
 def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, canary: int, batch: int,
              max_fail_percent: float, out_dir: Path, sim_dir: Path | None = None,
              on_event: Callable[[str, dict], None] = lambda kind, data: None,
-             earlier: list[HostOutcome] | None = None, resumes: dict | None = None) -> FleetResult:
+             earlier: list[HostOutcome] | None = None, resumes: dict | None = None,
+             hand_over: HandOver | None = None) -> FleetResult:
     """Roll the recipe out; the fleet transcript is `out_dir/fleet.jsonl` (`fleet-N.jsonl` for the Nth part of a
     resumed rollout), each host's `out_dir/<host>.jsonl`. `earlier`: the outcomes a stopped part left, carried
-    over and not run again; `resumes`: the link to that part (its path, last line's hash and seq)."""
+    over and not run again; `resumes`: the link to that part (its path, last line's hash and seq).
+    `hand_over`: once every batch ran (the rollout not stopped), each held host is given to it (`--ask`), with
+    the path of its session's transcript, `out_dir/ask/<host>.jsonl`; what it returns replaces the host's outcome,
+    None leaves the host held."""
     from agent.record.transcript import Redactor, TranscriptWriter  # lazy: the record's writer, with the rollout
     from agent.session_builder import versions  # lazy: the versions read the SDK's
 
@@ -409,6 +415,8 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
             if stopped and i + 1 < len(batches):
                 break
             stopped = None  # past the last batch there is nothing left to stop
+        if hand_over is not None and stopped is None:
+            outcomes = _hand_over_held(outcomes, by_name, hand_over, writer, out_dir, sim_dir, info, on_event)
     except KeyboardInterrupt as e:
         from agent.errors import interruption_reason  # lazy: only on an interrupt
 
@@ -430,6 +438,36 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
 
         result.page = write_fleet_html(fleet_path)
     return result
+
+
+# (held outcome, its host, the transcript for its session, the host's sims by name, start info) -> new outcome or None
+HandOver = Callable[[HostOutcome, HostEntry, Path, dict, dict], "HostOutcome | None"]
+
+
+def _hand_over_held(outcomes: list[HostOutcome], by_name: dict[str, HostEntry], hand_over: HandOver, writer,
+                    out_dir: Path, sim_dir: Path, info: dict, on_event) -> list[HostOutcome]:
+    """Each held host offered to `hand_over`, in inventory order; the outcomes with those it changed."""
+    out = list(outcomes)
+    for i, o in enumerate(outcomes):
+        if o.status != HELD or o.handed_over:
+            continue
+        entry = by_name[o.host]
+        sims: dict = {}
+        if entry.transport == "sim" and (sim_dir / entry.name).exists():
+            from tools.sim import Sim  # lazy: only a simulated host is opened again
+
+            sims[entry.name] = Sim.open(sim_dir / entry.name)  # the same host the rollout inspected and held
+        (out_dir / "ask").mkdir(exist_ok=True)
+        new = hand_over(o, entry, out_dir / "ask" / f"{entry.name}.jsonl", sims, info)
+        writer.write("fleet_handoff", host=o.host, handed_over=new is not None,
+                     **({"transcript": new.transcript, "last_hash": new.last_hash} if new else {}))
+        if new is not None:
+            out[i] = new
+            writer.write("fleet_host", **new.as_dict())
+            on_event("host", new.as_dict())
+            if new.status == INTERRUPTED:  # Ctrl-C (or a signal) in its session: no other host is handed over
+                raise KeyboardInterrupt
+    return out
 
 
 def _run_batch(recipe: Recipe, entries: list[HostEntry], b: int, out_dir: Path, stop: threading.Event,

@@ -36,11 +36,14 @@ COMMAND_PREFIX_GONE = ("command_prefix is no longer accepted: it let any words f
 
 class Authorization(BaseModel):
     """One entry of a goal file's `authorizations:` list: exactly one of `command` or `tool` (with `args`),
-    on `host` ("*" = every host in scope)."""
+    on `host`: one host, a group of the goal file's `groups:`, or "*" (every host in scope)."""
 
     model_config = ConfigDict(extra="forbid")
 
     host: str = "*"
+    # A group's hosts, resolved by the goal loader (a goal file names the group, never this field): kept in
+    # the rule so that the record, replay and a recipe read the same hosts without the goal file.
+    members: list[str] | None = None
     command: str | None = None
     tool: str | None = None
     args: dict[str, Any] = Field(default_factory=dict)
@@ -61,9 +64,15 @@ class Authorization(BaseModel):
             raise ValueError("args only go with tool")
         return self
 
+    def covers_host(self, host: str | None) -> bool:
+        if self.host == "*":
+            return True
+        return host in self.members if self.members is not None else host == self.host
+
     def describe(self) -> str:
         """The rule as a sentence the model and the operator read."""
-        where = "any host" if self.host == "*" else self.host
+        where = ("any host" if self.host == "*" else
+                 f"{self.host} ({', '.join(self.members)})" if self.members is not None else self.host)
         if self.command is not None:
             return f"on {where}: exactly the command `{self.command}`"
         named = ", ".join(f"{k} {_allowed_text(v, k in _list_arguments(self.tool))}" for k, v in self.args.items())
@@ -79,7 +88,7 @@ class Authorization(BaseModel):
     def check(self, tool: str, action: Action, risk: Risk) -> list[str] | None:
         """None when the rule is of another kind or host (it says nothing about the call); else the ways
         it falls short of the call, each a short phrase (an empty list: the rule covers the call)."""
-        if self.host != "*" and self.host != action.host:
+        if not self.covers_host(action.host):
             return None
         if self.command is not None:
             if tool != "ssh_exec":

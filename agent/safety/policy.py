@@ -291,7 +291,7 @@ class SafetyPolicy:
             return (f": the closest, authorizations[{index}] ({self.authorizations[index].describe()}), differs: "
                     + "; ".join(misses))
         kinds = [f"[{i}] {a.describe()}" for i, a in enumerate(self.authorizations)
-                 if a.host in ("*", action.host)]
+                 if a.covers_host(action.host)]
         would = self._rule_that_covers(tool, action)
         if not kinds:
             return f": the goal file authorizes nothing on {action.host}" + would
