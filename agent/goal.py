@@ -377,6 +377,8 @@ def load_goal(path: Path) -> Goal:
         mark = e.problem_mark
         line = f":{mark.line + 1}" if mark is not None else ""
         raise GoalError(f"{path}{line}: not valid YAML: {e.problem}") from None
+    except RecursionError:  # the YAML reader recurses once per level: [[[[...]]]] thousands deep
+        raise GoalError(f"{path}: {TOO_DEEP}") from None
     if not isinstance(data, dict):
         raise GoalError(f"{path}:1: a goal file is a mapping with at least `goal:` and `hosts:`")
     try:
@@ -416,6 +418,9 @@ def load_goal(path: Path) -> Goal:
 
 class TooManyValues(Exception):
     """The YAML expands past its budget of values (aliases that repeat anchors), or nests past 100 levels."""
+
+
+TOO_DEEP = "lists or mappings nested too deep to read (thousands of levels): write the values out flat"
 
 
 def plain_values(node: Any, left: list[int], depth: int = 0) -> Any:

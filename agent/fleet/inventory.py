@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.goal import HostEntry, TooManyValues, plain_values
+from agent.goal import TOO_DEEP, HostEntry, TooManyValues, plain_values
 
 MAX_INVENTORY_BYTES = 4 * 1024 * 1024
 MAX_HOSTS = 10_000  # ranges included: `gpu[0:99999]` is a typo, not a fleet
@@ -278,6 +278,8 @@ def _parse_yaml(path: Path, text: str) -> Inventory:
         mark = getattr(e, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
         raise InventoryError(f"{path}{line}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    except RecursionError:  # the YAML reader recurses once per level
+        raise InventoryError(f"{path}: {TOO_DEEP}") from None
     if not isinstance(data, dict):
         raise InventoryError(f"{path}: a YAML inventory is a mapping of groups (usually `all:`)")
     try:  # as goal files: a few lines of aliases can expand into billions of values

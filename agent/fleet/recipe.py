@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agent.goal import SuccessCheck, TooManyValues, check_tool_authorization, plain_values
+from agent.goal import TOO_DEEP, SuccessCheck, TooManyValues, check_tool_authorization, plain_values
 from agent.safety.authorizations import Authorization
 from tools.drain_node import REASON as DRAIN_REASON
 
@@ -341,6 +341,8 @@ def load_recipe(path: Path) -> Recipe:
         mark = getattr(e, "problem_mark", None)
         raise RecipeError(f"{path}{f':{mark.line + 1}' if mark else ''}: not valid YAML: "
                           f"{getattr(e, 'problem', e)}") from None
+    except RecursionError:  # the YAML reader recurses once per level
+        raise RecipeError(f"{path}: {TOO_DEEP}") from None
     if not isinstance(data, dict):
         raise RecipeError(f"{path}: a recipe is a mapping (`agent recipe TRANSCRIPT -o {path.name}` writes one)")
     try:  # as goal files: a few lines of aliases can expand into billions of values

@@ -458,7 +458,12 @@ def _hand_over_held(outcomes: list[HostOutcome], by_name: dict[str, HostEntry], 
 
             sims[entry.name] = Sim.open(sim_dir / entry.name)  # the same host the rollout inspected and held
         (out_dir / "ask").mkdir(exist_ok=True)
-        new = hand_over(o, entry, out_dir / "ask" / f"{entry.name}.jsonl", sims, info)
+        path = out_dir / "ask" / f"{entry.name}.jsonl"
+        for n in range(2, 1000):  # a hand-over interrupted before: its record stays, the new one is another file
+            if not path.exists():
+                break
+            path = out_dir / "ask" / f"{entry.name}-{n}.jsonl"
+        new = hand_over(o, entry, path, sims, info)
         writer.write("fleet_handoff", host=o.host, handed_over=new is not None,
                      **({"transcript": new.transcript, "last_hash": new.last_hash} if new else {}))
         if new is not None:

@@ -139,8 +139,8 @@ def test_a_no_leaves_the_host_held_and_asks_the_model_nothing(recipe, tmp_path):
     assert "gpu02 stays held" in r.stdout + r.stderr
 
 
-def test_ask_and_json_together_is_one_line_and_nothing_runs(recipe, tmp_path):
-    r = agent("fleet", str(recipe), "-i", str(inventory(tmp_path / "hosts.ini")), "--dir", str(tmp_path / "o"),
+def test_ask_and_json_together_is_one_line_and_nothing_runs(tmp_path):
+    r = agent("fleet", str(tmp_path / "any.recipe.yaml"), "-i", str(inventory(tmp_path / "hosts.ini")), "--dir", str(tmp_path / "o"),
               "--ask", "--json", home=tmp_path)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--ask" in r.stderr, r.stderr
     assert not (tmp_path / "o").exists()
