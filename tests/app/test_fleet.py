@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,35 +18,13 @@ import pytest
 
 from agent.fleet.recipe import load_recipe
 from agent.record.transcript import verify
+from fleet_runs import ROOT, agent, canary_recipe, env_for, events
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def env_for(home: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_", "SSH_AUTH"))}
-    env.update({"PYTHONPATH": str(ROOT), "HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "TMPDIR": str(home)})
-    return env
-
-
-def agent(*args: str, home: Path, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True,
-                          env=env_for(home), timeout=timeout, cwd=ROOT)
-
-
-def events(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory) -> Path:
-    """The demo's run as the canary, and the recipe `agent recipe` reads from it."""
-    home = tmp_path_factory.mktemp("canary")
-    demo = agent("demo", "--dir", str(home / "demo"), "--json", home=home, timeout=300)
-    assert demo.returncode == 0, demo.stderr[-2000:]
-    out = home / "cuda13.recipe.yaml"
-    made = agent("recipe", str(home / "demo" / "demo.jsonl"), "-o", str(out), home=home)
-    assert made.returncode == 0 and "2 steps" in made.stderr, made.stderr
-    return out
+    return canary_recipe(tmp_path_factory.mktemp("canary"))
 
 
 def test_the_recipe_holds_what_the_canary_ran_and_verified(recipe):

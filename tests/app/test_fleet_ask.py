@@ -7,10 +7,6 @@ stdin: the hand-over question first, then each change's approval.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,34 +14,14 @@ import pytest
 from agent.fleet.recipe import load_recipe
 from agent.record.transcript import verify
 from fake_openai import FakeOpenAI, Reply
+from fleet_runs import agent, canary_recipe, events
 
-ROOT = Path(__file__).resolve().parents[2]
 HELD_DRIVER = "580.95.05"  # a CUDA 13 driver, not the canary's 590.48.01: the host is held
-
-
-def env_for(home: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_", "SSH_AUTH"))}
-    env.update({"PYTHONPATH": str(ROOT), "HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "TMPDIR": str(home)})
-    return env
-
-
-def agent(*args: str, home: Path, stdin: str = "", timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, input=stdin,
-                          env=env_for(home), timeout=timeout, cwd=ROOT)
-
-
-def events(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory) -> Path:
-    home = tmp_path_factory.mktemp("canary")
-    demo = agent("demo", "--dir", str(home / "demo"), "--json", home=home, timeout=300)
-    assert demo.returncode == 0, demo.stderr[-2000:]
-    out = home / "cuda13.recipe.yaml"
-    assert agent("recipe", str(home / "demo" / "demo.jsonl"), "-o", str(out), home=home).returncode == 0
-    return out
+    return canary_recipe(tmp_path_factory.mktemp("canary"))
 
 
 def inventory(path: Path) -> Path:

@@ -7,40 +7,21 @@ a real machine (paramiko, known_hosts, the key the inventory names), and nothing
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from agent.record.transcript import verify
+from fleet_runs import agent, canary_recipe, events
 from sshd import closed_port, keygen
 from tools.hosts.sim import sshd_force_command
 from tools.sim import build_sim
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def agent(*args: str, home: Path, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_", "SSH_AUTH"))}
-    env.update({"PYTHONPATH": str(ROOT), "HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "TMPDIR": str(home)})
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, cwd=ROOT)
-
-
-def events(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory) -> Path:
-    home = tmp_path_factory.mktemp("canary")
-    assert agent("demo", "--dir", str(home / "demo"), "--json", home=home, timeout=300).returncode == 0
-    out = home / "cuda13.recipe.yaml"
-    assert agent("recipe", str(home / "demo" / "demo.jsonl"), "-o", str(out), home=home).returncode == 0
-    return out
+    return canary_recipe(tmp_path_factory.mktemp("canary"))
 
 
 def test_a_fleet_over_ssh_upgrades_holds_and_reports_the_unreachable_host_using_each_hosts_own_key(
