@@ -493,6 +493,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "  agent demo --dir demo && agent show --html demo.html demo/demo.jsonl\n\n"
                               + EXIT_CODES_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trust-host-key", action="append", default=[], metavar="FINGERPRINT",
+                   help="trust an unknown SSH host key with this SHA256:... fingerprint (check it with the host's "
+                        "owner first; a fingerprint names one key, so it matches only the host that has it); "
+                        "repeatable")
     p.add_argument("--ask", action="store_true", help="ask me to approve steps instead of the demo's goal file")
     p.add_argument("--dir", help="where to put the simulated host, transcript and report (default: a new temp dir)")
     p.add_argument("--json", action="store_true", help="print one JSON event per line instead of progress")
@@ -555,6 +559,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "and --limit): hosts with an outcome keep it, one that was running "
                                                    "is reported, not run again; the rest go on in batches")
     p.add_argument("--json", action="store_true", help="one JSON object per line: batches, hosts, the recap")
+    p.add_argument("--trust-host-key", action="append", default=[], metavar="FINGERPRINT",
+                   help="trust an unknown SSH host key with this SHA256:... fingerprint (check it with the host's "
+                        "owner first; a fingerprint names one key, so it matches only the host that has it); "
+                        "repeatable")
     p.add_argument("--ask", action="store_true",
                    help="once the batches are done, ask about each held host whether to hand it to the model in a "
                         "session of its own (at this terminal: you approve every change it makes there; the checks "

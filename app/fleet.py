@@ -93,6 +93,9 @@ def run_fleet(args) -> int:
         entries = inventory.entries(names)
     except (RecipeError, InventoryError) as e:
         raise SessionConfigError(str(e)) from None
+    from app.run import trust_keys_of  # lazy: per command
+
+    trust_keys_of(entries, args.trust_host_key)
     earlier, link = None, None
     canary, batch, max_fail = min(args.canary, len(entries)), args.batch, args.max_fail
     if args.resume:

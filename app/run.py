@@ -12,7 +12,7 @@ from typing import Iterator
 
 from agent.checks import verify_end
 from agent.errors import SessionConfigError, interruption_reason
-from agent.goal import Goal, GoalError, load_goal
+from agent.goal import Goal, GoalError, HostEntry, load_goal
 from agent.loop import Outcome, Session
 from agent.preflight import Unreached, reach_hosts
 from agent.record.transcript import iter_events, new_transcript_path
@@ -158,7 +158,12 @@ def start_up_uncollected() -> Iterator[None]:
 def trust_flagged_keys(goal: Goal, fingerprints: list[str]) -> None:
     """`--trust-host-key FP` trusts FP for every SSH host of the goal: a fingerprint names one key, so
     it can only ever match the host that has that key."""
-    for entry in goal.hosts:
+    trust_keys_of(goal.hosts, fingerprints)
+
+
+def trust_keys_of(entries: list[HostEntry], fingerprints: list[str]) -> None:
+    """As trust_flagged_keys, for host entries (a fleet's)."""
+    for entry in entries:
         if entry.transport == "ssh" and fingerprints:
             entry.trust_host_key = ",".join(filter(None, [entry.trust_host_key, *fingerprints]))
 

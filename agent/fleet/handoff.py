@@ -33,7 +33,9 @@ ASK_TURNS = 40  # the model's turns for one held host: inspecting, a backup, the
 
 def handoff_message(recipe: Recipe, host: str, held: list[str]) -> str:
     """The request the model reads: the recipe's goal on this host, why it was held, the canary's steps."""
-    lines = [recipe.goal.strip(), "",
+    canary = recipe.learned_from.host if recipe.learned_from else None
+    written = f", as it was written for the canary host {canary!r}" if canary and canary != host else ""
+    lines = [f"The rollout's goal{written}; here it is for {host}, this session's only host:", recipe.goal.strip(), "",
              f"This host, {host}, was held from a fleet rollout: its facts differ from those of the canary host the "
              "rollout's recipe was learned on:"]
     lines += [f"- {why}" for why in held]
@@ -52,8 +54,8 @@ def handoff_message(recipe: Recipe, host: str, held: list[str]) -> str:
         call = {k: v for k, v in b.call(host, "before").items() if v is not None}
         lines.append(f"Benchmark before the first change and after the last, with run_bench and these arguments "
                      f"(label \"before\", then \"after\" with compare_to \"before\"): {json.dumps(call)}. The rollout's "
-                     f"gate: after >= before - {b.gate.max_drop_percent:g}% at {b.gate.confidence:.0%} confidence, "
-                     "computed from those two results.")
+                     f"gate: after >= before - {b.gate.max_drop_percent:g}% at {b.gate.confidence:.0%} confidence; the "
+                     "rollout computes it from those two results (a bootstrap interval of their runs) once you end.")
     if recipe.checks:
         lines.append("\nAt the end these checks will be run:")
         lines += [f"- {c.model_dump(exclude_none=True)}" for c in recipe.checks]
