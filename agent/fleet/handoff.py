@@ -59,7 +59,8 @@ def handoff_message(recipe: Recipe, host: str, held: list[str]) -> str:
     if recipe.checks:
         lines.append("\nAt the end these checks will be run:")
         lines += [f"- {c.model_dump(exclude_none=True)}" for c in recipe.checks]
-    lines.append("\nIf this host cannot be brought to the goal safely, change nothing more and say why.")
+    lines.append("\nIf this host cannot be brought to the goal safely, change nothing and say why: it then stays held, "
+                 "and the checks are not run.")
     return "\n".join(lines)
 
 
@@ -168,7 +169,8 @@ def run_handoff(recipe: Recipe, entry: HostEntry, held: HostOutcome, *, model: A
                     rolled_back = session_model.rollback.rolled_back
                     reason += ("; rolled back" if rolled_back else
                                "; NOT ROLLED BACK (the operator declined, or the restore failed): see the transcript")
-        session.emit("goal_result", met=status == CHANGED, verdict="met" if status == CHANGED else "not met",
+        verdict = "met" if status == CHANGED else "held" if status == HELD else "not met"
+        session.emit("goal_result", met=status == CHANGED, verdict=verdict,
                      exit_code=0 if status in (CHANGED, HELD) else 1, reason=reason, checks_ok=checks_ok,
                      fleet_status=status, gate=gate, rolled_back=rolled_back, handed_over=True)
     return HostOutcome(host=entry.name, status=status, reason=reason, batch=held.batch, transcript=str(transcript),

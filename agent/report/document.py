@@ -221,7 +221,7 @@ def document(r: Report) -> list[Any]:
         if r.goal_result:
             g = r.goal_result
             head = {"met": Mark("Goal met", "ok"), "unverified": Mark("Goal unverified", "warn"),
-                    "dry run": Mark("Dry run", "warn")}.get(g.get("verdict") or ("met" if g.get("met") else ""),
+                    "dry run": Mark("Dry run", "warn"), "held": Mark("Host held: nothing changed", "warn")}.get(g.get("verdict") or ("met" if g.get("met") else ""),
                                                              Mark("Goal NOT met", "bad"))
             doc.append(Para([head, f" (exit code {num(g.get('exit_code'))}): {g.get('reason') or ''}"]))
         if r.checks:
@@ -474,4 +474,6 @@ def _goal_mark(result: dict) -> Mark:
         return Mark("unverified: no success check proved it", "warn")
     if verdict == "dry run":
         return Mark("dry run: nothing was changed", "warn")
+    if verdict == "held":
+        return Mark("held: nothing was changed", "warn")
     return Mark("NOT met", "bad")

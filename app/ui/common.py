@@ -219,8 +219,9 @@ def verdict_line(ev: dict) -> str:
     code = ev.get("exit_code")
     verdict = ev.get("verdict") or ("met" if ev.get("met") else "not met")
     head = {"met": "GOAL MET", "unverified": "GOAL UNVERIFIED", "dry run": "DRY RUN",
-            "not started": "NOT STARTED"}.get(verdict, "GOAL NOT MET")
-    meaning = "done, but nothing proved the goal" if verdict == "unverified" else MEANINGS.get(code, "see agent --help")
+            "not started": "NOT STARTED", "held": "HOST HELD"}.get(verdict, "GOAL NOT MET")
+    meaning = ("done, but nothing proved the goal" if verdict == "unverified" else
+               "nothing was changed: the host stays held" if verdict == "held" else MEANINGS.get(code, "see agent --help"))
     return f"{head}: {ev.get('reason')} (exit code {code}: {meaning})"
 
 

@@ -199,7 +199,7 @@ class TerminalView:
         if t == "check":
             return [Text(check_line(ev), style="green" if ev.get("ok") else "red", overflow="fold")]
         if t == "goal_result":
-            style = "bold green" if ev.get("met") else "bold yellow" if ev.get("verdict") in ("unverified", "dry run") \
+            style = "bold green" if ev.get("met") else "bold yellow" if ev.get("verdict") in ("unverified", "dry run", "held") \
                 else "bold red"
             return [Text(verdict_line(ev), style=style, overflow="fold")]
         if t == "note":

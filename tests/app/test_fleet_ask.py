@@ -120,3 +120,23 @@ def test_ask_and_json_together_is_one_line_and_nothing_runs(tmp_path):
               "--ask", "--json", home=tmp_path)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--ask" in r.stderr, r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_a_host_the_model_leaves_unchanged_stays_held_and_says_so(recipe, tmp_path):
+    """The right answer on some held hosts is to change nothing: the host stays held, its checks are not run, and
+    the verdict says held (not a failure, not a success)."""
+    out = tmp_path / "rollout"
+    with FakeOpenAI([Reply(calls=[("inspect_host", {"host": "gpu02"})]),
+                     Reply(text="This host differs; I changed nothing.")]) as srv:
+        r = agent("fleet", str(recipe), "-i", str(inventory(tmp_path / "hosts.ini")), "--dir", str(out), "--ask",
+                  "--model", "scripted", "--base-url", srv.base_url, home=tmp_path, stdin="y\n")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    held = fleet_hosts(out)["gpu02"]
+    assert held["status"] == "held" and held["handed_over"] is True
+    assert held["reason"].endswith("handed to the model, which changed nothing"), held["reason"]
+    evs = events(Path(held["transcript"]))
+    result = next(e for e in evs if e["type"] == "goal_result")
+    assert result["verdict"] == "held" and result["checks_ok"] is None
+    assert not [e for e in evs if e["type"] == "check"]
+    assert "HOST HELD: " in r.stdout and "nothing was changed: the host stays held" in r.stdout
+    assert "it then stays held, and the checks are not run" in srv.requests[0]["messages"][1]["content"]
