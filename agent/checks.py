@@ -157,15 +157,11 @@ def _record(session: Session, states: list[_FinalState], checks: list[tuple[int,
     return all_ok
 
 
-def _hosts_for(name: str | None, goal: Goal) -> list[str]:
-    return goal.hosts_of(name)
-
-
 def _run_one(check: SuccessCheck, goal: Goal, session: Session, cancel: threading.Event) -> CheckResult:
     if check.toolkit is not None:
         c = check.toolkit
         details, ok = [], True
-        for name in _hosts_for(c.host, goal):
+        for name in goal.hosts_of(c.host):
             host = session.hosts.get(name)
             nvcc = c.path.rstrip("/") + "/bin/nvcc"
             r = host.run(f"{shlex.quote(nvcc)} --version", timeout=60, cancel=cancel)
@@ -194,7 +190,7 @@ def _run_one(check: SuccessCheck, goal: Goal, session: Session, cancel: threadin
         return CheckResult(False, f"not run: a success check must be read-only, and this is {risk.cls.value} "
                                   f"({risk.reason})")
     details, ok = [], True
-    for name in _hosts_for(c.host, goal):
+    for name in goal.hosts_of(c.host):
         r = session.hosts.get(name).run(c.run, timeout=300, cancel=cancel)
         good = r.exit_code == c.expect_exit and (c.expect_output is None or c.expect_output in r.stdout)
         ok &= good

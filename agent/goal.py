@@ -29,7 +29,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from agent.budget import Budget
 from agent.safety.policy import Authorization
@@ -190,6 +190,7 @@ class Goal(BaseModel):
     authorizations: list[Authorization] = Field(default_factory=list)
     budget: Budget = Field(default_factory=Budget)
     success: list[SuccessCheck] = Field(default_factory=list)
+    _groups: dict[str, list[str]] = PrivateAttr(default_factory=dict)  # each group's hosts, resolved once at load
 
     @field_validator("hosts", mode="before")
     @classmethod
@@ -212,7 +213,7 @@ class Goal(BaseModel):
         names = [h.name for h in self.hosts]
         if len(set(names)) != len(names):
             raise ValueError(f"host names must be unique, got {names}")
-        groups = resolve_groups(self.groups, names)
+        groups = self._groups = resolve_groups(self.groups, names)
         known = f"hosts {names}" + (f" or groups {sorted(self.groups)}" if self.groups else "")
         for i, a in enumerate(self.authorizations):
             if a.host in groups:
@@ -234,7 +235,7 @@ class Goal(BaseModel):
         """The hosts a check's `host:` means: every host (left out, or `all`), a group's, or the one named."""
         if name is None:
             return self.host_names()
-        return resolve_groups(self.groups, self.host_names()).get(name, [name])
+        return self._groups.get(name, [name])
 
 
 def resolve_groups(groups: dict[str, list[str]], hosts: list[str]) -> dict[str, list[str]]:
