@@ -36,20 +36,25 @@ class CheckResult:
     detail: str
 
 
-def verify_end(goal: Goal, session: Session) -> bool | None:
-    """Record the final state of every host in scope, run the goal's success checks, and say whether
-    they all passed (None when the goal file has none).
+def verify_end(goal: Goal | None, session: Session, hosts: list[str] | None = None,
+               run_checks: bool = True, failures: list[str] | None = None) -> bool | None:
+    """Record the final state of `hosts` (every host in scope by default), run the goal's success checks
+    (unless `run_checks` is false, or there is no goal: a chat), and say whether they all passed (None
+    when none ran). Each failed check's line is appended to `failures`, for the verdict to name.
 
     On Ctrl-C the running commands are stopped, what had finished is recorded, and the interrupt goes on.
     """
     cancel = threading.Event()
     backed_up = {r.host: r.target for r in session.gate.ledger.all()}
-    hosts = sorted(session.gate.scope)
-    pool = cf.ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, 2 * len(hosts) + len(goal.success) or 1),
+    hosts = sorted(session.gate.scope if hosts is None else hosts)
+    success = list(goal.success) if goal is not None and run_checks else []
+    if not hosts and not success:
+        return None
+    pool = cf.ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, 2 * len(hosts) + len(success) or 1),
                                  thread_name_prefix="final")
     try:
         states = [_FinalState(session, name, backed_up.get(name), cancel, pool) for name in hosts]
-        checks = [pool.submit(_check, check, goal, session, cancel) for check in goal.success]
+        checks = [pool.submit(_check, check, goal, session, cancel) for check in success]
         futures = [f for st in states for f in st.futures] + checks
         try:
             _wait_all(futures)
@@ -60,8 +65,8 @@ def verify_end(goal: Goal, session: Session) -> bool | None:
             _record(session, [st for st in states if finished.issuperset(st.futures)],
                     [(i, f) for i, f in enumerate(checks) if f in finished], goal)
             raise
-        all_ok = _record(session, states, list(enumerate(checks)), goal)
-        return all_ok if goal.success else None
+        all_ok = _record(session, states, list(enumerate(checks)), goal, failures)
+        return all_ok if success else None
     finally:
         cancel.set()  # whatever ended this (an interrupt while starting them too), nothing goes on running
         pool.shutdown(wait=False, cancel_futures=True)
@@ -143,7 +148,8 @@ def _check(check: SuccessCheck, goal: Goal, session: Session, cancel: threading.
         return CheckResult(False, f"could not be checked: {e}")
 
 
-def _record(session: Session, states: list[_FinalState], checks: list[tuple[int, cf.Future]], goal: Goal) -> bool:
+def _record(session: Session, states: list[_FinalState], checks: list[tuple[int, cf.Future]], goal: Goal | None,
+            failures: list[str] | None = None) -> bool:
     """Write the events in their one order, hosts then checks; whether every check recorded passed."""
     for st in states:
         session.emit("final_state", **st.event())
@@ -152,6 +158,8 @@ def _record(session: Session, states: list[_FinalState], checks: list[tuple[int,
         check, result = goal.success[i], future.result()
         kind = next(k for k in ("toolkit", "throughput", "command") if getattr(check, k) is not None)
         all_ok &= result.ok
+        if not result.ok and failures is not None:
+            failures.append(f"{kind} check {i + 1}: {result.detail}")
         session.emit("check", index=i, kind=kind, spec=getattr(check, kind).model_dump(), ok=result.ok,
                      detail=result.detail)
     return all_ok

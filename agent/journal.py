@@ -85,3 +85,15 @@ def unknown_outcomes(events: Iterable[dict]) -> list[Intent]:
     """The changes whose outcome is unknown: an intent without a result, or a result that says the
     change was stopped while it ran."""
     return [i for i in intents(events) if not i.outcome_known]
+
+
+def changed_hosts(events: Iterable[dict]) -> list[str]:
+    """The hosts a change was started on in this record, and in the parts it resumes (their `resumed`
+    event carries them on): the hosts whose state the end of a resumed session must read."""
+    hosts: set[str] = set()
+    for ev in events:
+        if ev.get("type") == "intent" and ev.get("host"):
+            hosts.add(ev["host"])
+        elif ev.get("type") == "resumed":
+            hosts.update(ev.get("changed_hosts") or [])
+    return sorted(hosts)

@@ -105,6 +105,8 @@ class Session:
         self.skipped = self.malformed = 0
         self.refused: list[Decision] = []
         self.failed_calls = 0
+        # Hosts a change was started on, in this part or an earlier one: the end reads their state (agent/finish.py).
+        self.changed_hosts: set[str] = set()
         self.started = time.monotonic()
         self._malformed_streak = 0
         self._cut_off_streak = 0
@@ -339,6 +341,9 @@ class Session:
                 r = results[p.index] = CallResult(content="not run", ok=False, status="cancelled")
             if r.status in ("error", "crashed") or _never_finished(r):
                 self.failed_calls += 1
+            elif r.status == "skipped" and p.runnable:  # not started: an earlier change on its host failed
+                self.tool_calls -= 1
+                self.skipped += 1
             self.emit("tool_result", turn=turn_no, index=p.index, call_id=p.call.id, tool=p.call.name,
                       status=r.status, ok=r.ok, content=r.content, data=r.data, error=r.error,
                       duration_s=round(r.duration_s, 4), started=r.started, ended=r.ended)
@@ -433,6 +438,7 @@ class Session:
             self.unknown_outcomes[(change["tool"], change["host"], change["args_digest"])] = change["call_id"]
         for key, value in (state.get("store") or {}).items():
             self.store[key] = value
+        self.changed_hosts.update(state.get("changed_hosts", []))
         for tool, host, subject in state.get("session_approvals", []):  # a chat's, as the operator confirmed them
             self.gate.carry_session_approval(tool, host, subject)
 
@@ -491,6 +497,8 @@ class _Journaled:
 
     def run(self, prepared: PreparedCall, ctx: ToolContext) -> CallResult:
         if is_change(prepared.decision) and prepared.args is not None:
+            if prepared.decision.host:
+                self.session.changed_hosts.add(prepared.decision.host)
             arguments = prepared.args.model_dump(mode="json")
             self.session.emit("intent", turn=self.session.turns, index=prepared.index, call_id=prepared.call.id,
                               tool=prepared.call.name, host=prepared.decision.host,

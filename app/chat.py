@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Union
 
 from agent.errors import RecordWriteError, SessionConfigError, Signalled, interruption_reason
+from agent.finish import finish, write_end_report
 from agent.goal import HostEntry
 from agent.host_specs import host_entry_from_flag
 from agent.loop import Outcome, Session
@@ -277,21 +278,27 @@ class Chat:
                         continue
                     self.send(text)
             except KeyboardInterrupt as e:
-                self.session.ending = Outcome("interrupted", interruption_reason(e) if isinstance(e, Signalled)
-                                              else "the operator pressed Ctrl-C at the prompt")
+                ending = Outcome("interrupted", interruption_reason(e) if isinstance(e, Signalled)
+                                 else "the operator pressed Ctrl-C at the prompt")
             else:
-                self.session.ending = Outcome("done", "the operator left")
+                ending = Outcome("done", "the operator left")
+            self.read_end(ending)
         return self.leave()
+
+    def read_end(self, ending: Outcome) -> None:
+        """However the operator leaves, what the changed hosts show now is read and recorded
+        (agent/finish.py), so the report says what the host shows, not what the steps suggest."""
+        if self.session.changed_hosts & set(self.session.gate.scope) and not self.session.gate.plan:
+            self.view.info("reading the final state of the changed hosts… (Ctrl-C skips it)")
+        finish(self.session, ending)
 
     def leave(self) -> int:
         """After the session's end is written: where its record and report are, and what it used."""
-        from agent.report import write_report  # lazy: only leaving needs it (a tenth of a second to load)
-
         code = ExitCode.OK
         self.view.info(f"transcript: {self.transcript or '(not written)'}")
         if self.transcript is not None:
             try:
-                self.view.info(f"report:     {write_report(self.transcript)}")
+                self.view.info(f"report:     {write_end_report(self.transcript)[1]}")
             except RecordWriteError as e:  # the transcript is whole; only its report could not be written
                 self.view.warn(str(e))
                 code = ExitCode.RECORD

@@ -6,93 +6,20 @@ import atexit
 import contextlib
 import gc
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from agent.checks import verify_end
 from agent.errors import SessionConfigError, interruption_reason
+from agent.finish import finish, write_end_report
 from agent.goal import Goal, GoalError, HostEntry, load_goal
 from agent.loop import Outcome, Session
 from agent.preflight import Unreached, reach_hosts
 from agent.record.transcript import iter_events, new_transcript_path
-from agent.report import build_report, check_report, write_report
+from agent.report import check_report
 from agent.session_builder import build_session, goal_budget, goal_message, make_model
 from app.exit_codes import ExitCode
 from app.ui import JsonLines, make_view
 from app.ui.usage import session_usage_lines
-
-
-@dataclass
-class Verdict:
-    code: ExitCode
-    verdict: str  # met | not met | unverified | dry run | not started
-    reason: str
-
-
-# The reasons agent.errors.interruption_reason gives a signal, and the exit code each one ends with.
-_SIGNAL_REASONS = (("stopped by SIGTERM", ExitCode.TERMINATED), ("stopped by SIGHUP", ExitCode.HANGUP))
-
-
-def plan_verdict(planned: list[tuple[str, str]]) -> Verdict:
-    """What a real run would have done, from the gate's answers in the dry run: exit 0 when every change would
-    run (or be asked for), 3 when one would be refused, so that `--plan` can check a goal file before it runs."""
-    counts = {w: sum(1 for x, _ in planned if x == w) for w in ("would run", "would ask", "would be refused")}
-    said = ", ".join(f"{n} would {w.removeprefix('would ')}" for w, n in counts.items() if n)
-    refused = [subject for w, subject in planned if w == "would be refused"]
-    if not planned:
-        return Verdict(ExitCode.OK, "dry run", "dry run: the model proposed no change; nothing was changed")
-    if refused:
-        first = refused[0] if len(refused[0]) <= 120 else refused[0][:117] + "..."
-        return Verdict(ExitCode.REFUSED, "dry run", f"dry run: of {len(planned)} changes, {said}; a real run would be "
-                       f"refused at `{first}` (the reasons are in the transcript and above); nothing was changed")
-    return Verdict(ExitCode.OK, "dry run", f"dry run: of {len(planned)} changes, {said}; a real run would be allowed "
-                   "every one; nothing was changed")
-
-
-def judge(outcome: Outcome, session: Session, checks_ok: bool | None) -> Verdict:
-    """What happened, in an exit code and a verdict: success only where the record shows it.
-
-    Checks that pass prove the goal whatever failed on the way. Without checks nothing proves it:
-    a run whose steps failed, in which nothing ran, or in which a step was refused is not a success,
-    and one whose steps all ran is done but unverified.
-    """
-    if outcome.status == "interrupted":
-        # The verdict's code is the process's: a signal's own, Ctrl-C's otherwise.
-        code = next((c for prefix, c in _SIGNAL_REASONS if outcome.reason.startswith(prefix)), ExitCode.INTERRUPTED)
-        return Verdict(code, "not met", outcome.reason)
-    if outcome.status == "budget":
-        return Verdict(ExitCode.BUDGET, "not met", outcome.reason)
-    if outcome.status == "model_error":
-        # A setting that cannot work (no key, an unknown model) is configuration; the rest is the server.
-        code = ExitCode.USAGE if outcome.kind == "config" else ExitCode.MODEL
-        return Verdict(code, "not met", f"the model server failed: {outcome.reason}")
-    if outcome.status == "cut_off":
-        return Verdict(ExitCode.FAILED, "not met", f"the model's reply was cut off: {outcome.reason}")
-    if session.gate.plan:
-        if outcome.status != "done":
-            return Verdict(ExitCode.FAILED, "dry run", outcome.reason)
-        return plan_verdict(session.gate.planned)
-    failed = session.failed_calls
-    if checks_ok is True:
-        also = f" ({failed} step{'s' * (failed != 1)} failed on the way)" if failed else ""
-        return Verdict(ExitCode.OK, "met", f"the success checks passed{also}")
-    if checks_ok is False:
-        code = ExitCode.REFUSED if session.refused else ExitCode.FAILED
-        return Verdict(code, "not met", "success checks failed" + (" after a needed step was refused"
-                                                                   if session.refused else ""))
-    if outcome.status != "done":
-        return Verdict(ExitCode.FAILED, "not met", outcome.reason or outcome.status)
-    if failed:
-        return Verdict(ExitCode.FAILED, "not met", f"{failed} step{'s' * (failed != 1)} failed, and the goal file has "
-                       "no success checks that could prove the goal anyway")
-    if session.refused:
-        return Verdict(ExitCode.REFUSED, "not met", "a step was refused, and no success check says it was not needed")
-    if session.tool_calls == 0:
-        return Verdict(ExitCode.FAILED, "not met", "nothing ran: the model answered without calling a tool, and the "
-                       "goal file has no success checks")
-    return Verdict(ExitCode.OK, "unverified", f"{session.tool_calls} step{'s' * (session.tool_calls != 1)} ran and "
-                   "none failed, but the goal file has no success checks: nothing proved the goal")
 
 
 def run_goal(args) -> int:
@@ -123,8 +50,7 @@ def print_ending(path: Path, unreached: list[Unreached], json_out: bool, resumes
                  server: str | None = None) -> None:
     """After a run (or a resumed one): the report file, the hosts not reached, the claims check, the tokens and
     their cost, and where the transcript and report lie."""
-    report = build_report(path)  # read once, for the report file and the claims check alike
-    report_file = write_report(path, report)
+    report, report_file = write_end_report(path)  # read once, for the report file and the claims check alike
     for problem in unreached:
         print(f"agent: {problem.problem}", file=sys.stderr)
     if not json_out:
@@ -197,19 +123,9 @@ def execute_goal(goal: Goal, session: Session) -> tuple[int, list[Unreached]]:
 
 
 def finish_run(goal: Goal, session: Session, outcome: Outcome) -> ExitCode:
-    """The end of a run (or of a resumed one): the final state and the checks, the verdict from the record,
-    the goal_result event. Inside the session's closing(), which writes the end event whatever happens."""
-    checks_ok: bool | None = None
-    try:
-        if outcome.status != "interrupted" and not session.gate.plan:
-            checks_ok = verify_end(goal, session)
-    except KeyboardInterrupt as e:
-        outcome = Outcome("interrupted", f"{interruption_reason(e)} during the final checks")
-    verdict = judge(outcome, session, checks_ok)
-    session.emit("goal_result", met=verdict.verdict == "met", verdict=verdict.verdict,
-                 exit_code=int(verdict.code), reason=verdict.reason, checks_ok=checks_ok)
-    session.ending = outcome
-    return verdict.code
+    """The end of a run (or of a resumed one), as every session ends (agent/finish.py): the final state read,
+    the checks, the verdict from the record, the goal_result event. Inside the session's closing()."""
+    return finish(session, outcome, goal).code
 
 
 def preflight_failed(session: Session, unreached: list[Unreached]) -> ExitCode:

@@ -8,7 +8,7 @@ recipe's rules was proven on this host, so none of them applies. The model reads
 what differs, the canary's steps as a reference, and the checks that will be run.
 
 The end is judged from the record, as a rollout's host is: the recipe's checks and final state
-(`verify_end`), and the benchmark gate from the session's own `before` and `after` run_bench
+(`read_end`, agent/finish.py), and the benchmark gate from the session's own `before` and `after` run_bench
 results. A host that fails them, with a verified backup from the session, is offered its
 rollback: restore_backup of the session's first backup, asked of the operator like any change,
 made by the fleet (not the model) as a request of its own, so the rollback is its own step.
@@ -116,7 +116,7 @@ def run_handoff(recipe: Recipe, entry: HostEntry, held: HostOutcome, *, model: A
                 transcript: Path, listeners: list, start_info: dict, sims: dict | None = None) -> HostOutcome:
     """The held host's session with the model; its outcome, as the recap shows it (status changed or failed, or
     held again when the model changed nothing)."""
-    from agent.checks import verify_end  # lazy: with a session
+    from agent.finish import read_end  # lazy: with a session
     from agent.loop import Outcome  # lazy: as above
     from agent.preflight import reach_hosts  # lazy: as above
     from agent.session_builder import build_session  # lazy: loads the model SDK
@@ -151,12 +151,13 @@ def run_handoff(recipe: Recipe, entry: HostEntry, held: HostOutcome, *, model: A
                 outcome = Outcome("interrupted", interruption_reason(e))
             session.ending = outcome
             if outcome.status == "interrupted":
+                read_end(session, goal, outcome)  # what the interrupted changes left on the host
                 status, reason = INTERRUPTED, f"handed to the model; interrupted: {outcome.reason}"
             elif not record.changes:
                 status, reason = HELD, (f"{held.reason}; handed to the model, which changed nothing"
                                         + (f" (its session ended {outcome.status})" if outcome.status != "done" else ""))
             else:
-                checks_ok = verify_end(goal, session)
+                checks_ok = read_end(session, goal, outcome)
                 gate = gate_of(recipe, record.by_label)
                 whys = _whys(outcome, checks_ok, gate, recipe)
                 status = FAILED if whys else CHANGED
@@ -169,6 +170,7 @@ def run_handoff(recipe: Recipe, entry: HostEntry, held: HostOutcome, *, model: A
                     rolled_back = session_model.rollback.rolled_back
                     reason += ("; rolled back" if rolled_back else
                                "; NOT ROLLED BACK (the operator declined, or the restore failed): see the transcript")
+                    read_end(session, goal, outcome, run_checks=False)  # what the host shows after its rollback
         verdict = "met" if status == CHANGED else "held" if status == HELD else "not met"
         session.emit("goal_result", met=status == CHANGED, verdict=verdict,
                      exit_code=0 if status in (CHANGED, HELD) else 1, reason=reason, checks_ok=checks_ok,

@@ -13,7 +13,7 @@ replays as any other, and costs no tokens. What it does, on each host:
    With a `drain:` in the recipe, drain_node after the backup (waiting for the node's jobs), and
    undrain_node at the end once the host is upgraded or rolled back; a node someone else drained
    is left drained, and one whose rollback failed too.
-4. The benchmark after; the success checks and the final state (`verify_end`, as a run ends); the
+4. The benchmark after; the success checks and the final state (`read_end`, agent/finish.py, as every session ends); the
    benchmark gate (agent/fleet/stats.py).
 5. Any of those failing: restore_backup of the host's own backup, as a request of its own in the
    same session, so the rollback is its own recorded step.
@@ -216,7 +216,7 @@ def host_goal(recipe: Recipe, entry: HostEntry) -> Goal:
 def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, stop: threading.Event,
              sim_dir: Path | None, start_info: dict) -> HostOutcome:
     """One host's rollout, in a session and a transcript of its own."""
-    from agent.checks import verify_end  # lazy: the fleet's start-up stays small
+    from agent.finish import read_end  # lazy: the fleet's start-up stays small
     from agent.loop import Outcome  # lazy: the loop and the gate load with a host's session, not with the module
     from agent.preflight import reach_hosts  # lazy: as above
     from agent.session_builder import build_session, goal_message  # lazy: the session builder loads the model SDK
@@ -241,7 +241,7 @@ def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, sto
             session.ending = outcome
             status, reason = _judge_apply(model, outcome)
             if status == CHANGED:
-                checks_ok = verify_end(goal, session)
+                checks_ok = read_end(session, goal, outcome)
                 gate = gate_of(recipe, model.bench)
                 why = _why_failed(checks_ok, gate)
                 if why:
@@ -253,6 +253,10 @@ def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, sto
                 session.send(ROLLBACK_REQUEST.format(why=reason))
                 reason += "; rolled back" if model.rolled_back else "; THE ROLLBACK FAILED: see the transcript"
             reason += _undrain(session, model, status)
+            if status != CHANGED and session.changed_hosts:
+                # What a failed, rolled back or stopped host shows at the very end (a changed one was read for
+                # its checks, and nothing ran after).
+                read_end(session, goal, outcome, run_checks=False)
         session.emit("goal_result", met=status in (OK, CHANGED), verdict="met" if status in (OK, CHANGED) else
                      "not met", exit_code=0 if status in (OK, CHANGED, HELD) else 1, reason=reason,
                      checks_ok=checks_ok, fleet_status=status, gate=gate, rolled_back=model.rolled_back)
