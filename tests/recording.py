@@ -33,6 +33,9 @@ EXPERT_NOTE = ("recorded with a scripted model that makes the decisions an exper
                "the tools, the safety gate and the simulated GPU host ran for real")
 
 Policy = Callable[[Sim], Generator[AssistantTurn, list, None]]
+# What torch 2.10.0+cu130 declares (Requires-Dist) beyond triton, which the host already has: a no_deps install
+# names them too, or pip_install fails the step on pip check.
+TORCH_CU130_NEEDS = ("nvidia-nccl-cu13==2.28.9", "nvidia-cuda-runtime==13.0.96")
 
 
 class GeneratorModel:
@@ -113,9 +116,10 @@ def happy_path(sim: Sim):
         f"toolkit and the cuda symlink stay), checking the runfile against md5 {md5}.",
         calls=[("install_runfile", {"host": "sim", "runfile": url, "checksum": md5, "version": "13.0"})])
     messages = yield turn(
-        "nvcc 13.0 is in place. Moving PyTorch and sgl-kernel to their cu130 builds from the cu130 index.",
+        "nvcc 13.0 is in place. Moving PyTorch and sgl-kernel to their cu130 builds from the cu130 index, with the "
+        "NCCL and CUDA runtime wheels torch+cu130 declares (no_deps, so every package is named and pinned).",
         calls=[("pip_install", {"host": "sim", "index_url": sim.index_urls["cu130"], "no_deps": True,
-                                "packages": ["torch==2.10.0+cu130", "sgl-kernel==0.3.21+cu130"]})])
+                                "packages": ["torch==2.10.0+cu130", "sgl-kernel==0.3.21+cu130", *TORCH_CU130_NEEDS]})])
     messages = yield turn(
         "Benchmarking again against the new toolkit (CUDA_HOME set for this run only) and re-reading the host.",
         calls=[("run_bench", {"host": "sim", "command": bench, "parser": "sglang_bench_serving", "label": "after",
@@ -128,7 +132,8 @@ def happy_path(sim: Sim):
         "## Upgrade done: CUDA 12.8 -> 13.0 side by side, PyTorch cu128 -> cu130\n\n"
         "- Driver 590.48.01 (supports CUDA 13.1) was left alone; toolkit 13.0.1 installed in /usr/local/cuda-13.0, "
         "nvcc reports release 13.0; 12.8 and the `cuda` symlink are unchanged (turn 3).\n"
-        "- torch 2.10.0+cu128 -> 2.10.0+cu130 and sgl-kernel +cu128 -> +cu130 (turn 4).\n"
+        "- torch 2.10.0+cu128 -> 2.10.0+cu130 and sgl-kernel +cu128 -> +cu130, with " + " and ".join(TORCH_CU130_NEEDS)
+        + "; pip check finds no broken requirements (turn 4).\n"
         f"- Throughput (sglang.bench_serving, output tok/s, median of 3): before {medians[1] if len(medians) > 1 else '?'}"
         f", after {medians[0] if medians else '?'}; {verdict.group(1) if verdict else ''} (turns 2 and 5).\n"
         "- Backup of the environment from turn 2; roll back with restore_backup and its id, then remove "
@@ -149,7 +154,7 @@ def refused_before_backup(sim: Sim):
     messages = yield turn(
         "Backup verified; installing the pinned cu130 build as authorizations[1] allows.",
         calls=[("pip_install", {"host": "sim", "index_url": sim.index_urls["cu130"], "no_deps": True,
-                                "packages": ["torch==2.10.0+cu130"]})])
+                                "packages": ["torch==2.10.0+cu130", *TORCH_CU130_NEEDS]})])
     yield turn("torch is now 2.10.0+cu130 (installed over the cu128 build, no uninstall needed). The uninstall I "
                "first tried was refused (no rule allowed it); the install that replaced it was allowed by "
                "authorizations[1] once the backup was taken. Backup id in turn 3.")

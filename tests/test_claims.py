@@ -195,8 +195,10 @@ def test_versions_and_a_restore_are_checked_against_the_results(sim, tmp_path):
     """pip_install's changes, restore_backup's result and the backup ids: true and false claims of each."""
     own = build_sim(tmp_path / "gpu")  # this session changes its host
     cu130 = own.index_urls["cu130"]
+    # torch with the wheels it declares: a no_deps install of torch alone fails on pip check.
+    torch_cu130 = ["torch==2.10.0+cu130", "nvidia-nccl-cu13==2.28.9", "nvidia-cuda-runtime==13.0.96"]
     gate = SafetyPolicy(scope={"sim"}, authorizations=[
-        Authorization(host="sim", tool="pip_install", args={"index_url": cu130, "packages": ["torch==2.10.0+cu130"],
+        Authorization(host="sim", tool="pip_install", args={"index_url": cu130, "packages": torch_cu130,
                                                             "no_deps": True}),
         Authorization(host="sim", tool="restore_backup", args={"backup_id": "*"}, destructive=True)])
     path = tmp_path / "t.jsonl"
@@ -204,7 +206,7 @@ def test_versions_and_a_restore_are_checked_against_the_results(sim, tmp_path):
     def script():
         yield turn(calls=[("pip_freeze_backup", {"host": "sim"})])
         yield turn(calls=[("pip_install", {"host": "sim", "index_url": cu130, "no_deps": True,
-                                           "packages": ["torch==2.10.0+cu130"]})])
+                                           "packages": torch_cu130})])
         # The backup id is known once the backup ran: the scripted model reads it from the transcript.
         backup_id = events(path, "backup")[0]["backup_id"]
         yield turn(calls=[("restore_backup", {"host": "sim", "backup_id": backup_id})])

@@ -6,6 +6,13 @@ with PIP_CONFIG_FILE=/dev/null (pip then loads no configuration file at all) and
 variable unset, so only the index URLs in its arguments are used. It reports the freeze diff
 (package, before, after), pip's dependency warnings (`pip check`), and a warning when the wheels it
 installed leave a CUDA mismatch that breaks JIT-compiling packages.
+
+After every install, with no_deps or without, `pip check` runs in the same environment. A requirement
+it finds unmet that involves a package this install changed (a requirement of one it installed, or one
+it replaced or removed) fails the step: pip's own warning ("torch requires nvidia-nccl-cu13, which is
+not installed") is otherwise easy to miss while the environment is broken. What pip check reports
+about packages the install did not touch was broken before it and is only reported. A goal that
+accepts a broken environment says so with allow_broken_requirements: true.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, T
 from tools.hosts import HostError
 from tools.inspect_host import parse_nvcc
 from tools.pip_freeze_backup import PIP_ENV as BACKUP_PIP_ENV
-from tools.pip_freeze_backup import parse_freeze
+from tools.pip_freeze_backup import normalize, parse_freeze
 
 # name==version, the version with an optional local part (+cu130); nothing else (no URL, path, extra, option).
 PIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?==[0-9][0-9A-Za-z.!_-]*(?:\+[0-9A-Za-z.]+)?$")
@@ -31,6 +38,53 @@ PIP_ENV = {**BACKUP_PIP_ENV, "PIP_CONFIG_FILE": "/dev/null"}
 # Run in the host's shell before pip: no other PIP_* variable from the host's configuration reaches it.
 UNSET_PIP = ('unset $(compgen -e | grep "^PIP_" | grep -v ' + " ".join(f'-e "^{k}$"' for k in PIP_ENV)
              + ") 2>/dev/null; ")
+
+
+# `pip check`'s lines (pip/_internal/commands/check.py): a requirement missing, one in conflict, a wheel
+# for another platform. `who` is the package whose requirement it is; `dep` the package it names.
+CHECK_LINES = (
+    re.compile(r"^(?P<who>\S+) \S+ requires (?P<dep>[^,\s]+), which is not installed\.$"),
+    re.compile(r"^(?P<who>\S+) \S+ has requirement (?P<req>.+), but you have (?P<dep>\S+) \S+\.$"),
+    re.compile(r"^(?P<who>\S+) \S+ is not supported on this platform\.?$"),
+)
+# How a failed step's error starts, so a record's reader (a recipe) knows the install ran and changed the host.
+UNMET = "the install left declared requirements unmet"
+# Prints each named package's Requires-Dist, one "name<TAB>requirement" a line (standard library only).
+READ_REQUIRES = ("import importlib.metadata as m, sys\n"
+                 "for n in sys.argv[1:]:\n"
+                 "    for r in m.requires(n) or []: print(n + '\\t' + r)\n")
+
+
+def blamed_on_install(lines: list[str], touched: set[str]) -> list[str]:
+    """The `pip check` lines that involve a package this install changed (normalized names): the
+    requirement of a package it installed, or a requirement on one it replaced or removed. The others
+    were broken before the install and are not its doing."""
+    blamed = []
+    for line in lines:
+        m = next((m for m in (p.match(line.strip()) for p in CHECK_LINES) if m), None)
+        if m and (normalize(m["who"]) in touched or normalize(m.groupdict().get("dep") or "") in touched):
+            blamed.append(line.strip())
+    return blamed
+
+
+def cancelled_error(ctx: ToolContext, what: str, r, installed: list) -> str:
+    """What a cancelled run knows: before pip install ended, that it may have installed some of the
+    packages or none; after, how the install itself ended (a cancel of the freeze or `pip check`
+    that follows does not undo it)."""
+    said = f"cancelled {ctx.cancel_reason()} while {what}, after {r.duration_s:.1f} s"
+    if not installed:
+        if what.startswith("installing"):
+            return (f"{said}: pip had started, so the environment may hold all, some or none of the new "
+                    "packages (outcome unknown)")
+        return f"{said}: pip install had not started, nothing was installed"
+    ended = installed[0]
+    how = "exit 0: the packages are installed" if ended.ok else f"exit {ended.exit_code}"
+    return f"{said}: pip install itself had ended ({how}); what changed was not read"
+
+
+def _version(requirement: str | None) -> str:
+    """`torch==2.10.0+cu130` -> `2.10.0+cu130`; None (not installed) -> `none`."""
+    return (requirement or "none").partition("==")[2] or (requirement or "none")
 
 
 def wheel_cuda(version: str) -> str | None:
@@ -54,7 +108,12 @@ class PipInstallArgs(StrictArgs):
                                        "https://download.pytorch.org/whl/cu130")
     extra_index_urls: list[str] = Field(default_factory=list, max_length=4,
                                         description="further indexes (default none: only index_url is used)")
-    no_deps: bool = Field(default=False, description="install only the named pins, not their dependencies")
+    no_deps: bool = Field(default=False, description="install only the named pins, not their dependencies (then "
+                                                     "name every requirement they declare in packages too)")
+    allow_broken_requirements: bool = Field(
+        default=False, description="let the step succeed although `pip check` finds requirements of what it "
+                                   "installed unmet (default false: that fails the step); only where the goal "
+                                   "accepts a broken environment")
     python: str | None = Field(default=None, description="interpreter whose environment changes (default: the "
                                                          "host's configured one)")
 
@@ -95,6 +154,9 @@ class PipInstallResult(BaseModel):
     index_urls: list[str]
     changes: list[Change]
     dependency_warnings: list[str] = Field(description="what `pip check` reports after the install")
+    unmet_requirements: list[str] = Field(default_factory=list,
+                                          description="the dependency warnings that involve what this install "
+                                                      "changed (left so only by allow_broken_requirements)")
     warnings: list[str] = Field(description="what the install leaves at risk, e.g. a CUDA mismatch")
 
 
@@ -107,12 +169,14 @@ class PipInstall(Tool):
     JIT-compiling package (flashinfer, sgl-kernel) is installed. Mutating: it needs a verified backup
     of the host and an approval (a goal file authorization or the operator). Install the CUDA toolkit
     the wheels need first, and verify it; if that step is refused, leave the wheels alone.
+    After the install `pip check` runs: a requirement of what it installed that is not met fails the
+    step (with no_deps, name the requirements in packages too).
     """
 
     name = "pip_install"
     Args = PipInstallArgs
     Result = PipInstallResult
-    pinned = ("packages", "index_url", "extra_index_urls", "no_deps", "python")
+    pinned = ("packages", "index_url", "extra_index_urls", "no_deps", "allow_broken_requirements", "python")
 
     @classmethod
     def canonical(cls, name: str, value):
@@ -125,14 +189,18 @@ class PipInstall(Tool):
     def action(self, args: PipInstallArgs) -> Action:
         indexes = [args.index_url, *args.extra_index_urls]
         subject = (f"pip_install python={args.python or '(default)'} index={' '.join(indexes)}"
-                   + (" --no-deps" if args.no_deps else "") + " " + " ".join(args.packages))
+                   + (" --no-deps" if args.no_deps else "")
+                   + (" (broken requirements allowed)" if args.allow_broken_requirements else "")
+                   + " " + " ".join(args.packages))
         return Action(host=args.host, subject=subject,
                       risk=Risk(cls=RiskClass.MUTATING, rule="tool:pip_install",
                                 reason="installs packages into the Python environment"),
                       args={"packages": self.canonical("packages", list(args.packages)),
                             "index_url": args.index_url, "extra_index_urls": list(args.extra_index_urls),
-                            "no_deps": args.no_deps, "python": args.python},
-                      defaults={"extra_index_urls": [], "no_deps": False, "python": None},
+                            "no_deps": args.no_deps, "allow_broken_requirements": args.allow_broken_requirements,
+                            "python": args.python},
+                      defaults={"extra_index_urls": [], "no_deps": False, "allow_broken_requirements": False,
+                                "python": None},
                       interpreter=args.python)
 
     def run(self, ctx: ToolContext, args: PipInstallArgs) -> PipInstallResult:
@@ -148,8 +216,10 @@ class PipInstall(Tool):
             runner = (lambda c, **kw: run_live(ctx, host, c, **kw)) if live else host.run
             r = runner(UNSET_PIP + f"{q} -m pip {line}", timeout=timeout, env=PIP_ENV, cancel=ctx.cancel)
             if r.cancelled:
-                raise ToolError(f"cancelled {ctx.cancel_reason()} while {what}")
+                raise ToolError(cancelled_error(ctx, what, r, installed))
             return r
+
+        installed: list = []  # the install's own result, once pip install has ended
 
         before_r = pip("freeze --all", "reading the environment")
         if not before_r.ok:
@@ -162,6 +232,7 @@ class PipInstall(Tool):
                 + "".join(f"--extra-index-url {shlex.quote(u)} " for u in args.extra_index_urls)
                 + ("--no-deps " if args.no_deps else "") + " ".join(shlex.quote(p) for p in args.packages))
         r = pip(line, f"installing {len(args.packages)} packages from {indexes[0]}", timeout=1800, live=True)
+        installed.append(r)
         after_r = pip("freeze --all", "reading the result")
         after = parse_freeze(after_r.stdout) if after_r.ok else before
         changes = [Change(package=n, before=before.get(n), after=after.get(n))
@@ -173,9 +244,41 @@ class PipInstall(Tool):
         check = pip("check", "checking dependencies")
         dependency_warnings = [ln for ln in (check.stdout + check.stderr).splitlines()
                                if ln.strip() and "No broken requirements" not in ln] if not check.ok else []
+        unmet = blamed_on_install(dependency_warnings, {normalize(c.package) for c in changes})
+        if unmet and not args.allow_broken_requirements:
+            raise ToolError(self._unmet_error(host, q, args, unmet, changes, ctx))
         return PipInstallResult(python=py, packages=list(args.packages), index_urls=indexes, changes=changes,
-                                dependency_warnings=dependency_warnings,
+                                dependency_warnings=dependency_warnings, unmet_requirements=unmet,
                                 warnings=self._cuda_mismatch(host, after, ctx))
+
+    def _unmet_error(self, host, q: str, args: PipInstallArgs, unmet: list[str], changes: list[Change],
+                     ctx: ToolContext) -> str:
+        """The failed step's one line: what pip check found, what the install left changed, what to do."""
+        needed = self._needed_pins(host, q, unmet, ctx)
+        changed = ", ".join(f"{c.package} {_version(c.before)} -> {_version(c.after)}" for c in changes)
+        fix = (f"install {', '.join(needed)} from {args.index_url} too (add them to packages)" if needed else
+               f"install the named requirements from {args.index_url} too (add their pins to packages)")
+        return (f"{UNMET} (`pip check`): {' '.join(unmet)} What it changed stays installed ({changed}). To finish: "
+                f"{fix}" + (", or call again without no_deps so pip installs them" if args.no_deps else "")
+                + "; only where the goal accepts a broken environment, allow_broken_requirements: true (its "
+                  "authorization must name it); restore_backup undoes the install")
+
+    def _needed_pins(self, host, q: str, unmet: list[str], ctx: ToolContext) -> list[str]:
+        """The requirements missing, as the installed packages declare them (Requires-Dist, without markers):
+        `torch requires nvidia-nccl-cu13` becomes nvidia-nccl-cu13==2.28.9. Empty when they cannot be read."""
+        missing = [m for m in (CHECK_LINES[0].match(line) for line in unmet) if m]
+        if not missing:
+            return []
+        whose = sorted({m["who"] for m in missing})
+        r = host.run(f"{q} -c {shlex.quote(READ_REQUIRES)} " + " ".join(shlex.quote(n) for n in whose),
+                     timeout=60, cancel=ctx.cancel)
+        declared: dict[tuple[str, str], str] = {}
+        for line in r.stdout.splitlines() if r.ok else []:
+            who, _, requirement = line.partition("\t")
+            spec = requirement.split(";", 1)[0].strip()
+            name = re.split(r"[=<>!~ (\[]", spec, maxsplit=1)[0]
+            declared[(normalize(who), normalize(name))] = spec.replace(" ", "")
+        return sorted({declared.get((normalize(m["who"]), normalize(m["dep"])), m["dep"]) for m in missing})
 
     def _cuda_mismatch(self, host, freeze: dict[str, str], ctx: ToolContext) -> list[str]:
         wheels = wheel_cuda(freeze.get("torch", ""))

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from agent.goal import TOO_DEEP, SuccessCheck, TooManyValues, check_tool_authorization, plain_values
 from agent.safety.authorizations import Authorization
 from tools.drain_node import REASON as DRAIN_REASON
+from tools.pip_install import UNMET
 
 RECIPE_VERSION = 1
 # The fleet makes the backup, the rollback, the drain and the undrain itself, around the steps.
@@ -213,6 +214,9 @@ def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
         raise RecipeError(f"{path}: the canary was never inspected (no inspect_host of {host}): its starting facts, "
                           "the preconditions of a recipe, are unknown")
     backups = [k for k in ran if calls[k]["tool"] == "pip_freeze_backup"]
+    broken = _install_left_requirements_unmet(calls, results, [k for k in sorted(calls) if k in results and on_host(k)])
+    if broken:
+        raise RecipeError(f"{path}: {broken}")
     steps, used_rules, first_step, drain = [], [], None, None
     for key in ran:
         d = decisions.get(key) or {}
@@ -261,6 +265,29 @@ def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
         backup=backup_args, steps=steps, restore=restore, authorizations=used_rules, checks=checks,
         benchmark=_benchmark(calls, results, ran, min_ratio), drain=drain,
     )
+
+
+def _install_left_requirements_unmet(calls: dict, results: dict, keys: list) -> str | None:
+    """Why no recipe copies the canary's installs, or None: an install that left declared requirements unmet
+    (allowed by allow_broken_requirements, or a no_deps install of a record older than that check) would give
+    every host the same broken environment; one that failed for them changed the canary although no recipe
+    step would repeat it."""
+    for key in keys:
+        if calls[key]["tool"] != "pip_install":
+            continue
+        result, args = results[key], calls[key].get("arguments") or {}
+        data = result.get("data") if isinstance(result.get("data"), dict) else {}
+        unmet = data.get("unmet_requirements") if "unmet_requirements" in data else \
+            (data.get("dependency_warnings") or []) if args.get("no_deps") else []
+        if result.get("ok") and unmet:
+            return (f"turn {key[0]}'s pip_install{' with no_deps' if args.get('no_deps') else ''} left requirements "
+                    f"unmet on the canary ({' '.join(unmet)}): a recipe would copy that broken environment to every "
+                    "host; install the named requirements in the same step (or drop no_deps) and run the canary again")
+        if not result.get("ok") and str(result.get("error") or "").startswith(UNMET):
+            return (f"turn {key[0]}'s pip_install changed the canary and then failed ({UNMET}), and a recipe copies "
+                    "only the steps that succeeded, so it would miss that install: run the canary again with one "
+                    "install that names every requirement")
+    return None
 
 
 def _rule_for(decision: dict, rules: list[Authorization], tool: str, args: dict) -> Authorization | None:

@@ -133,7 +133,7 @@ def test_the_first_message_of_a_run_lists_the_rules(tmp_path):
                     "packages: [\"torch==2.10.0+cu130\"]}}\n")
     text = goal_message(load_goal(goal))
     assert f'- [0] on sim: pip_install with index_url "{CU130}", packages each matching one of ' \
-           '"torch==2.10.0+cu130"; extra_index_urls, no_deps, python at their defaults (null, or the default ' \
+           '"torch==2.10.0+cu130"; extra_index_urls, no_deps, allow_broken_requirements, python at their defaults (null, or the default ' \
            'value)' in text
     assert "yours to give" not in text  # pip_install has no argument a rule leaves free (no checksum, no label)
 

@@ -28,8 +28,9 @@ BENCH = {"host": "sim", "command": "python -m sglang.bench_serving --backend sgl
 RUNFILE = {"host": "sim", "runfile": "file:///srv/nvidia/compute/cuda/13.0.1/local_installers/"
                                      "cuda_13.0.1_580.82.07_linux.run",
            "checksum": "b17527a3800a58441fccd5606c97a594", "version": "13.0"}
-PIP = {"host": "sim", "index_url": "file:///srv/pypi/simple-cu130", "no_deps": True,
-       "packages": ["torch==2.10.0+cu130", "sgl-kernel==0.3.21+cu130"]}
+PIP = {"host": "sim", "index_url": "file:///srv/pypi/simple-cu130", "no_deps": True,  # with what torch declares
+       "packages": ["torch==2.10.0+cu130", "sgl-kernel==0.3.21+cu130", "nvidia-nccl-cu13==2.28.9",
+                    "nvidia-cuda-runtime==13.0.96"]}
 LOOK = ("ssh_exec", {"host": "sim", "command": "python -m pip list"})
 
 
