@@ -17,7 +17,7 @@ The layers, each importing only those above it in this list:
 
     data.py       the dataclasses a report is made of (Step, Backup, PackageDiff, Report, ...)
     build.py      transcript -> Report: build_report(path)
-    claims.py     Report -> the final answer's claims, confirmed or differing: check_report, check_claims(path)
+    claims/       Report -> the final answer's claims, confirmed or differing: check_report, check_claims(path)
     rollback.py   Report -> the rollback commands (the packages' are restore_backup's own plan)
     document.py   Report -> format-neutral blocks (Heading, Para, Table, Block, Chart, Steps, ...)
     markdown.py   blocks -> Markdown; write_report puts it beside the transcript
