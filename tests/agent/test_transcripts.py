@@ -95,7 +95,7 @@ def test_demo_runs_the_upgrade_on_a_fresh_host_in_one_go(tmp_path):
     assert verify(transcript).ok
     assert (tmp_path / "demo.report.md").exists()
     checks = [e for e in iter_events(transcript) if e["type"] == "check"]
-    assert [c["ok"] for c in checks] == [True, True]
+    assert [(c["kind"], c["ok"]) for c in checks] == [("toolkit", True), ("throughput", True), ("command", True)]
     # The fresh host really changed: the new toolkit and the cu130 wheel are there.
     assert (tmp_path / "sim" / "usr" / "local" / "cuda-13.0" / "bin" / "nvcc").exists()
     freeze = [e for e in iter_events(transcript) if e["type"] == "final_state"][0]["freeze"]
