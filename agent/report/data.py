@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.record.transcript import VerifyReport
+from tools.system_state import CUDA_LINK, SystemState
 
 
 @dataclass
@@ -38,10 +39,12 @@ class Step:
     data: dict | None = None
     error: str | None = None
     duration_s: float | None = None
+    part: int | None = None  # which part of a resumed session (1 is the first); None: a session of one part
 
     @property
     def where(self) -> str:
-        return f"turn {self.turn}, call {self.index + 1}"
+        # Each part numbers its turns from 1, so a resumed session's steps say their part too.
+        return (f"part {self.part}, " if self.part else "") + f"turn {self.turn}, call {self.index + 1}"
 
     @property
     def succeeded(self) -> bool:
@@ -62,6 +65,7 @@ class Backup:
     missing: str | None  # why `freeze` is None
     indexes: dict[str, str | None]
     package_count: int | None
+    system: SystemState | None = None  # the system reading it holds (system.txt), when the copy has a complete one
 
 
 @dataclass
@@ -103,14 +107,18 @@ class ToolkitRow:
 @dataclass
 class ToolkitView:
     host: str
-    before_step: Step | None
+    before_step: Step | None  # what the state before was read from: the first inspection or the first backup
     after_source: str | None
     rows: list[ToolkitRow]
     link_before: str | None
     link_after: str | None
-    on_path_before: str | None
+    on_path_before: str | None  # "none" when the inspection found none; None when not recorded
     on_path_after: str | None
     installs: list[Step]
+    before_source: str | None = None  # how the state before is known, for the reader
+    link_path: str = CUDA_LINK  # where the host's `cuda` link lies
+    changed_by_hand: list[Step] = field(default_factory=list)  # commands that could have changed the toolkits
+    after_known: bool = False  # the toolkits and link after are known (read at the end, or from the tools' results)
 
 
 @dataclass
@@ -119,6 +127,18 @@ class Comparison:
 
     step: Step
     baseline: Step | None
+
+
+@dataclass
+class PartInfo:
+    """One file of a session: a resumed session is several, each its own hash chain, linked oldest first."""
+
+    number: int
+    path: Path
+    verification: VerifyReport
+    start: dict = field(default_factory=dict)
+    end: dict | None = None
+    checks: int = 0
 
 
 @dataclass
@@ -143,6 +163,8 @@ class Report:
     toolkits: list[ToolkitView] = field(default_factory=list)
     benchmarks: list[Step] = field(default_factory=list)
     comparisons: list[Comparison] = field(default_factory=list)
+    parts: list[PartInfo] = field(default_factory=list)  # oldest first; the last is `transcript`
+    link_problem: str | None = None  # why an earlier part was not read (its link does not hold)
 
     @property
     def approved(self) -> list[Step]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from agent.report.build import toolkit_name
 from agent.report.claims import ClaimCheck, check_report
-from agent.report.data import Comparison, Report, Step
+from agent.report.data import Comparison, PartInfo, Report, Step
 from agent.report.rollback import package_rollback, toolkit_rollback
 
 
@@ -204,9 +204,15 @@ def verified_facts(report: Report) -> list[tuple[str, str]]:
                         f"{'matched' if d.get('checksum_ok') else 'did not match'}; {d.get('toolkit_path')}/bin/nvcc "
                         f"reports {d.get('nvcc_version')} ({d.get('nvcc_build')})", s.where))
         elif s.tool == "restore_backup":
+            done = [f"removed packages: {', '.join(d['uninstalled'])}"] if d.get("uninstalled") else []
+            done += [f"reinstalled: {', '.join(d['installed'])}"] if d.get("installed") else []
+            done += [f"ran on the system state: {'; '.join(d['system_commands'])}"] if d.get("system_commands") else []
+            left = d.get("system_diff") or []
             out.append((f"restore of backup {d.get('backup_id')}: "
                         + ("the freeze matches the backup again" if d.get("restored") else
-                           f"{len(d.get('remaining_diff') or [])} differences remain"), s.where))
+                           f"{len(d.get('remaining_diff') or [])} differences remain")
+                        + "".join(f"; {x}" for x in done)
+                        + (f"; the system state still differs: {'; '.join(left)}" if left else ""), s.where))
     return out
 
 
@@ -332,6 +338,10 @@ def _summary(r: Report, claims: ClaimCheck) -> Facts:
     integrity = ([Mark("hash chain verified", "ok"), f", {v.events} events"] if v.ok else
                  [Mark("DAMAGED", "bad"), f" ({v.events} events): " + "; ".join(v.problems[:5])])
     rows: list[tuple[str, Inline]] = [("Transcript", Code(str(r.transcript))), ("Integrity", integrity)]
+    if len(r.parts) > 1 or r.link_problem:
+        rows.append(("Parts", _join([_part_line(p) for p in r.parts], "; ")
+                     + ([", ", Mark("an earlier part was not read", "bad"), f": {r.link_problem}"]
+                        if r.link_problem else [])))
     if r.start.get("goal_file"):
         rows.append(("Goal file", Code(r.start["goal_file"])))
     rows += [("Command", r.start.get("command") or "-"), ("Model", Code(r.start.get("model") or "-")),
@@ -339,14 +349,15 @@ def _summary(r: Report, claims: ClaimCheck) -> Facts:
              ("Started", stamp(r.start.get("t")))]
     e = r.end
     if e:
+        t = _totals(r)
         rows += [("Ended", stamp(e.get("t"))),
                  ("Status", [Mark(str(e.get("status")), "ok" if e.get("status") == "done" else "bad"),
                              f": {e['reason']}" if e.get("reason") else ""]),
-                 ("Totals", f"{e.get('turns')} turns, {e.get('calls', e.get('tool_calls'))} calls proposed "
-                            f"({e.get('tool_calls')} run, {e.get('refused')} refused, {e.get('malformed', 0)} malformed, "
-                            f"{e.get('failed')} failed), {e.get('tokens')} tokens"
-                            f"{' (estimated: the model server reported no usage)' if e.get('tokens_estimated') else ''}, "
-                            f"{num(e.get('duration_s'))} s")]
+                 ("Totals", f"{t['turns']} turns, {t['calls']} calls proposed "
+                            f"({t['tool_calls']} run, {t['refused']} refused, {t['malformed']} malformed, "
+                            f"{t['failed']} failed), {t['tokens']} tokens"
+                            f"{' (estimated: the model server reported no usage)' if t['tokens_estimated'] else ''}, "
+                            f"{num(t['duration_s'])} s" + (f", over {len(r.parts)} parts" if len(r.parts) > 1 else ""))]
     else:
         rows.append(("Status", Mark("no end event: the session did not close its transcript", "bad")))
     if r.goal_result:
@@ -354,6 +365,26 @@ def _summary(r: Report, claims: ClaimCheck) -> Facts:
     if r.final_answer:
         rows.append(("Final answer", claims_mark(claims)))
     return Facts(rows)
+
+
+def _part_line(p: PartInfo) -> Inline:
+    """One part of a resumed session: its file, how it ended and whether its own chain holds."""
+    v = p.verification
+    how = (p.end or {}).get("status") or "no end (the process was killed)"
+    chain = Mark("intact", "ok") if not v.damage() else Mark("DAMAGED", "bad")
+    return [f"{p.number}. ", Code(str(p.path)), f" ({how}, {v.events} events, ", chain, ")"]
+
+
+def _totals(r: Report) -> dict:
+    """The end events' counts, summed over the parts of the session (each part counts its own)."""
+    ends = [p.end for p in r.parts if p.end] or ([r.end] if r.end else [])
+    t: dict = {"tokens_estimated": any(e.get("tokens_estimated") for e in ends)}
+    for key in ("turns", "tool_calls", "refused", "malformed", "failed", "tokens", "duration_s"):
+        values = [e.get(key) for e in ends if e.get(key) is not None]
+        t[key] = sum(values) if values else (0 if key == "malformed" else None)
+    calls = [e.get("calls", e.get("tool_calls")) for e in ends]
+    t["calls"] = sum(c for c in calls if c is not None) if any(c is not None for c in calls) else None
+    return t
 
 
 def _benchmarks(r: Report) -> list[Any]:
@@ -416,17 +447,21 @@ def _changes(r: Report) -> list[Any]:
             doc.append(Para("No package changed."))
     for v in r.toolkits:
         doc.append(Heading(3, ["CUDA toolkits on ", Code(v.host)]))
-        doc.append(Para(f"Before: {v.before_step.where + ' (inspect_host)' if v.before_step else 'not inspected'}; "
+        doc.append(Para(f"Before: {v.before_source or 'not recorded (no inspection or backup came first)'}; "
                         f"after: {v.after_source or 'unknown'}."))
         if v.rows:
             doc.append(Table(["Toolkit", "Version", "Before", "After", "Change"],
                              [[Code(t.path), Code(t.version or "?"), "yes" if t.before else "no",
                                "?" if t.after is None else ("yes" if t.after else "no"), t.change] for t in v.rows]))
-        moved = ("unchanged" if v.link_after == v.link_before else "moved") if v.link_after else "unknown"
-        doc.append(Para([Code("cuda"), " symlink: ", Code(v.link_before or "none"), " before, ",
-                         Code(v.link_after or "unknown"), f" after ({moved})."]))
+        before_known = v.before_step is not None or bool(v.installs)
+        link_before = (v.link_before or "none") if before_known else "not recorded"
+        link_after = (v.link_after or "none") if v.after_known else "unknown"
+        moved = ("unchanged" if v.link_after == v.link_before else "moved") if v.after_known and before_known \
+            else "unknown"
+        doc.append(Para([Code("cuda"), " symlink: ", Code(link_before), " before, ", Code(link_after),
+                         f" after ({moved})."]))
         if v.on_path_before or v.on_path_after:
-            doc.append(Para(["nvcc on PATH: ", Code(v.on_path_before or "none"), " before, ",
+            doc.append(Para(["nvcc on PATH: ", Code(v.on_path_before or "not recorded"), " before, ",
                              Code(v.on_path_after or "not recorded"), " after."]))
         if v.installs:
             doc.append(Bullets([[f"{s.where}: installed CUDA ", Code(s.data.get("nvcc_version")), " into ",
@@ -440,9 +475,11 @@ def _changes(r: Report) -> list[Any]:
 
 def _rollback(r: Report) -> list[Any]:
     doc: list[Any] = [Heading(2, "Rollback")]
-    if not r.packages and not any(v.installs for v in r.toolkits):
-        return doc + [Para("Nothing the session changed has a recorded way back: no backup was taken and no "
-                           "toolkit was installed.")]
+    toolkits = [(v, toolkit_rollback(r, v)) for v in r.toolkits]
+    if not r.packages and not any(cmds for _, cmds in toolkits):
+        installed = any(v.installs for v in r.toolkits)
+        return doc + [Para("Nothing the session changed has a recorded way back: no backup was taken and "
+                           + ("the toolkits are as they were." if installed else "no toolkit was installed."))]
     for d in r.packages:
         b = d.backup
         doc.append(Heading(3, ["Python packages on ", Code(d.host)]))
@@ -458,10 +495,15 @@ def _rollback(r: Report) -> list[Any]:
                                                            " (the after state is unknown, so these reinstall the "
                                                            "whole freeze; packages added since the backup stay):")))
         doc.append(Block("\n".join(package_rollback(d)), "sh"))
-    for v in r.toolkits:
-        cmds = toolkit_rollback(r, v)
-        if cmds:
-            doc += [Heading(3, ["CUDA toolkits on ", Code(v.host)]), Block("\n".join(cmds), "sh")]
+    for v, cmds in toolkits:
+        if not cmds:
+            continue
+        doc.append(Heading(3, ["CUDA toolkits on ", Code(v.host)]))
+        if not v.after_known and v.changed_by_hand:
+            doc.append(Para([Mark("The after state is unknown", "bad"), f": {v.changed_by_hand[-1].where} ran ",
+                             Code(str(v.changed_by_hand[-1].subject)), " and no final state was recorded; look at ",
+                             Code(v.link_path), " and the toolkits before you run these:"]))
+        doc.append(Block("\n".join(cmds), "sh"))
     return doc
 
 

@@ -146,6 +146,9 @@ def _timeline_item(kind: str, ev: Any) -> str:
         label = "user" if ev.get("kind") == "user" else f"note ({ev.get('kind')})"
         return (f'<li class="user"><div class="meta">{esc(label)} &middot; {esc(stamp(ev.get("t")))}</div>'
                 f"<pre>{esc(ev.get('text'))}</pre></li>")
+    if kind == "part":
+        return (f'<li class="user"><div class="meta">part {esc(ev.number)} &middot; {esc(stamp(ev.start.get("t")))}'
+                f'</div><code>{esc(str(ev.path))}</code></li>')
     if kind == "model":
         n = len(ev.get("tool_calls") or [])
         text = f"<pre>{esc(ev['text'])}</pre>" if (ev.get("text") or "").strip() else ""

@@ -3,12 +3,13 @@
 The Python packages come back the way the restore_backup tool would bring them back: the
 commands are its own `restore_plan`, given the backup and the final freeze when one was
 recorded, so the printed rollback cannot drift from what the tool runs. The CUDA toolkits
-come back by pointing the `cuda` link back, then removing what install_runfile installed.
+come back to the state before (the first inspection or the backup's system reading) from the state
+after (the final state, else what the installs and restores did): the `cuda` link first, then the
+toolkits that were not there before.
 """
 
 from __future__ import annotations
 
-import re
 import shlex
 
 from agent.report.data import PackageDiff, Report, ToolkitView
@@ -28,19 +29,24 @@ def package_rollback(diff: PackageDiff) -> list[str]:
 
 
 def toolkit_rollback(report: Report, view: ToolkitView) -> list[str]:
-    """Point the `cuda` link back if it moved (first, so it never dangles), then remove what was installed."""
+    """The commands that return the toolkits to the state before, in order: the `cuda` link first (pointed
+    back, or taken away if there was none), so it never points at a toolkit the next command removes; then
+    the toolkits that were not there before. A toolkit the session removed cannot be put back by a command:
+    a comment says so."""
+    link = shlex.quote(view.link_path)
+    before_known = view.before_step is not None or bool(view.installs)
+    after_known = view.after_known
+    moved = any(s.data.get("symlink_after") != s.data.get("symlink_before") for s in view.installs) \
+        or bool(view.changed_by_hand)
     cmds = []
-    before = view.link_before
-    moved = [s for s in view.installs if s.data.get("symlink_after") != s.data.get("symlink_before")]
-    if before and (moved or (view.link_after and view.link_after != before)):
-        cmds.append(f"ln -sfn {shlex.quote(before)} {shlex.quote(_cuda_link(report, view))}")
-    return cmds + [f"rm -rf {shlex.quote(s.data['toolkit_path'])}" for s in view.installs]
-
-
-def _cuda_link(report: Report, view: ToolkitView) -> str:
-    """Where the host's `cuda` link lies: beside the installed toolkit."""
-    for s in view.installs:
-        m = re.fullmatch(r"(.*)/usr/local/cuda-[\d.]+", s.data["toolkit_path"])
-        if m:
-            return m.group(1) + "/usr/local/cuda"
-    return "/usr/local/cuda"
+    if before_known and ((view.link_after != view.link_before) if after_known else moved):
+        # Without a reading after, pointing it back is right whatever the link is now.
+        cmds.append(f"ln -sfn {shlex.quote(view.link_before)} {link}" if view.link_before else
+                    f"rm -f {link}")  # there was no link before
+    added = [r.path for r in view.rows if r.change == "added"]
+    if not after_known:  # what the installs put there, at least
+        added += [s.data["toolkit_path"] for s in view.installs if s.data["toolkit_path"] not in added]
+    cmds += [f"rm -rf {shlex.quote(p)}" for p in added]
+    cmds += [f"# {r.path} was removed during the session: reinstall it from its runfile" for r in view.rows
+             if r.change == "removed"]
+    return cmds
