@@ -179,8 +179,9 @@ def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
     if not check.ok:
         raise RecipeError(f"{path}: the record is not intact ({check.problems[0]}); a recipe is read only from a "
                           "record that verifies")
-    events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    start = events[0]
+    parts = _session_parts(path)
+    events = [e for _, evs in parts for e in evs]
+    start = parts[0][1][0]
     hosts = list(start.get("hosts") or [])
     if host is None:
         if len(hosts) != 1:
@@ -195,10 +196,16 @@ def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
         raise RecipeError(f"{path}: the canary session did not meet its goal ({said}): there is nothing proven to "
                           "roll out")
 
-    calls = {(e["turn"], e["index"]): e for e in events if e["type"] == "tool_call"}
-    decisions = {(e["turn"], e["index"]): e for e in events if e["type"] == "decision"}
-    results = {(e["turn"], e["index"]): e for e in events if e["type"] == "tool_result"}
-    rules = [Authorization.model_validate(a) for a in (start.get("policy") or {}).get("authorizations", [])]
+    # A resumed canary is one session of several parts: a step is keyed (part, turn, index), so the turns of
+    # different parts, each numbered from 1, never collide, and sort in the order they ran.
+    calls, decisions, results, rules_of = {}, {}, {}, {}
+    for number, evs in parts:
+        for e in evs:
+            key = (number, e.get("turn"), e.get("index"))
+            {"tool_call": calls, "decision": decisions, "tool_result": results}.get(e["type"], {})[key] = e
+        part_start = evs[0] if evs and evs[0].get("type") == "session_start" else {}
+        rules_of[number] = [Authorization.model_validate(a)
+                            for a in (part_start.get("policy") or {}).get("authorizations", [])]
 
     def on_host(key) -> bool:
         return (calls[key].get("arguments") or {}).get("host") == host
@@ -206,7 +213,7 @@ def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
     ran = [key for key in sorted(calls) if key in results and results[key].get("ok") and on_host(key)]
     restored = [k for k in ran if calls[k]["tool"] == "restore_backup"]
     if restored:
-        raise RecipeError(f"{path}: the canary was rolled back (restore_backup in turn {restored[-1][0]}): what it "
+        raise RecipeError(f"{path}: the canary was rolled back (restore_backup in {_where(restored[-1])}): what it "
                           "ended with is not what its steps made, so no recipe is read from it")
     inspections = [results[k]["data"] for k in ran if calls[k]["tool"] == "inspect_host"
                    and isinstance(results[k].get("data"), dict)]
@@ -229,7 +236,7 @@ def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
         args = {k: v for k, v in (calls[key].get("arguments") or {}).items() if k != "host"}
         steps.append(Step(tool=tool, args=args))
         first_step = first_step or key
-        rule = _rule_for(d, rules, tool, args)
+        rule = _rule_for(d, rules_of[key[0]], tool, args)
         if rule is not None and rule not in used_rules:
             used_rules.append(rule)
     if not steps:
@@ -249,7 +256,8 @@ def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
     if drain is not None:
         used_rules += drain.rules()
     checks, min_ratio = [], None
-    for e in events:
+    judged = [evs for _, evs in parts if any(e["type"] == "check" for e in evs)]
+    for e in judged[-1] if judged else []:  # the checks of the part that judged the session's end
         if e["type"] == "check" and e.get("ok"):
             spec = {k: v for k, v in (e.get("spec") or {}).items() if k != "host"}
             if e["kind"] == "throughput":
@@ -280,14 +288,36 @@ def _install_left_requirements_unmet(calls: dict, results: dict, keys: list) -> 
         unmet = data.get("unmet_requirements") if "unmet_requirements" in data else \
             (data.get("dependency_warnings") or []) if args.get("no_deps") else []
         if result.get("ok") and unmet:
-            return (f"turn {key[0]}'s pip_install{' with no_deps' if args.get('no_deps') else ''} left requirements "
+            return (f"{_where(key)}'s pip_install{' with no_deps' if args.get('no_deps') else ''} left requirements "
                     f"unmet on the canary ({' '.join(unmet)}): a recipe would copy that broken environment to every "
                     "host; install the named requirements in the same step (or drop no_deps) and run the canary again")
         if not result.get("ok") and str(result.get("error") or "").startswith(UNMET):
-            return (f"turn {key[0]}'s pip_install changed the canary and then failed ({UNMET}), and a recipe copies "
+            return (f"{_where(key)}'s pip_install changed the canary and then failed ({UNMET}), and a recipe copies "
                     "only the steps that succeeded, so it would miss that install: run the canary again with one "
                     "install that names every requirement")
     return None
+
+
+def _session_parts(path: Path) -> list[tuple[int, list[dict]]]:
+    """The parts of the canary's session, oldest first, each with its events: a resumed transcript links to
+    the part it resumes, and a link that does not hold (an earlier part changed or gone) gives no recipe."""
+    from agent.record.transcript import read_part  # lazy: per command
+    from agent.report.build import session_chain  # lazy: per command
+
+    chain, problem = session_chain(path)
+    if problem is not None:
+        raise RecipeError(f"{path}: it resumes an earlier part, and {problem}; a recipe is read only from a whole "
+                          "record that verifies")
+    out = []
+    for number, part in enumerate(chain, 1):
+        out.append((number, read_part(part).events if part != chain[-1] else
+                    [json.loads(line) for line in part.read_text(encoding="utf-8").splitlines() if line.strip()]))
+    return out if len(out) > 1 else [(0, out[0][1])]
+
+
+def _where(key: tuple) -> str:
+    """A step's key (part, turn, index) as the report says it: part 0 is a session of one part."""
+    return (f"part {key[0]}, " if key[0] else "") + f"turn {key[1]}"
 
 
 def _rule_for(decision: dict, rules: list[Authorization], tool: str, args: dict) -> Authorization | None:
