@@ -43,6 +43,8 @@ def cmd_show(args) -> int:
     path = Path(args.transcript)
     if not path.exists():
         return _fail(f"no transcript at {path}")
+    if not args.verify and (_first_event_of(path) or {}).get("command") == "fleet":
+        return _show_fleet(path, args)
     if args.report or args.html:
         from agent.report import build_report, render_html, write_report  # lazy: per command
 
@@ -86,6 +88,51 @@ def cmd_show(args) -> int:
             printer(ev)
     except TranscriptError as e:
         return _fail(str(e), ExitCode.FAILED)
+    return ExitCode.OK
+
+
+def _first_event_of(path: Path) -> dict | None:
+    try:
+        with open(path, "rb") as f:
+            event = json.loads(f.readline())
+    except (OSError, ValueError):
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _show_fleet(path: Path, args) -> int:
+    """A fleet's record shown as a fleet: its recipe, each host's outcome and transcript, the recap (it has no
+    model and no turns of its own; each host's transcript is a session, shown by `agent show` of that file)."""
+    from agent.record.transcript import TranscriptError, iter_events  # lazy: per command
+
+    try:
+        evs = list(iter_events(path))
+    except TranscriptError as e:
+        return _fail(str(e), ExitCode.FAILED)
+    if args.report or args.html:
+        page = path.with_suffix(".html")
+        return _fail(f"{path} is a fleet's record: its report is {page}" + ("" if page.exists() else
+                     " (not written: the rollout did not reach its end)") + "; `agent show HOST-TRANSCRIPT --report` "
+                     "reports one host's session", ExitCode.USAGE)
+    hosts = [e for e in evs if e.get("type") == "fleet_host"]
+    if args.json:
+        for e in hosts:
+            print(json.dumps({k: v for k, v in e.items() if k not in ("v", "prev")}, default=str))
+        return ExitCode.OK
+    start, end = evs[0], next((e for e in reversed(evs) if e.get("type") == "session_end"), None)
+    result = next((e for e in reversed(evs) if e.get("type") == "fleet_result"), {})
+    print(f"fleet of {len(start.get('hosts') or [])} host(s), recipe {start.get('recipe')}")
+    print(f"  goal: {' '.join(str(start.get('goal') or '-').split())}")
+    for e in hosts:
+        print(f"  {e.get('host')}: {e.get('status')}" + (f" ({e['reason']})" if e.get("reason") else "")
+              + (f", batch {e['batch']}" if isinstance(e.get("batch"), int) and e["batch"] >= 0 else "")
+              + (" (carried from the earlier part)" if e.get("carried") else ""))
+        if e.get("transcript"):
+            print(f"      transcript: {e['transcript']}")
+    counts = ", ".join(f"{n} {k}" for k, n in (result.get("counts") or {}).items())
+    print(f"  result: {counts or '-'}" + (f"; stopped: {result['stopped']}" if result.get("stopped") else ""))
+    print(f"  end: {end.get('status')}: {end.get('reason')}" if end else "  end: none (the rollout did not close "
+          "its record)")
     return ExitCode.OK
 
 
