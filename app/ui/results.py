@@ -153,9 +153,13 @@ def _install_runfile(d: dict) -> Rows:
 def _restore_backup(d: dict) -> Rows:
     rows: Rows = [("restored", f"{'yes' if d.get('restored') else 'NO'} from {d.get('backup_id')}"),
                   ("reinstalled", _listed(d.get("installed") or []) or "nothing"),
-                  ("removed", _listed(d.get("uninstalled") or []) or "nothing")]
+                  ("removed", _listed(d.get("uninstalled") or []) or "no Python package")]
+    if d.get("system_commands"):  # what put the toolkits and the cuda link back (rm -rf of a toolkit, ln -sfn)
+        rows.append(("system", _listed(d["system_commands"])))
     if d.get("remaining_diff"):
         rows.append(("still differs", _listed(d["remaining_diff"])))
+    if d.get("system_diff"):
+        rows.append(("system differs", _listed(d["system_diff"])))
     return rows
 
 

@@ -105,6 +105,11 @@ def test_a_restore_of_the_system_state_reports_what_it_removed(tmp_path):
     session.close("done", "operator left")
     (restore,) = [e for e in events(path, "tool_result") if e["tool"] == "restore_backup"]
     assert f"rm -rf {NEW}" in restore["data"]["system_commands"], restore["data"]
+    # The terminal's rows say it too (they said "removed: nothing" after a restore that removed a toolkit).
+    from app.ui.results import result_rows
+
+    rows = dict(result_rows("restore_backup", restore["data"]))
+    assert f"rm -rf {NEW}" in rows["system"] and rows["removed"] != "nothing", rows
     md = render_markdown(build_report(path))
     verified = section(md, "Verified")
     assert f"ran on the system state: rm -rf {NEW}" in verified.replace("\\", ""), verified
