@@ -241,6 +241,10 @@ class TerminalView:
                 tail.finish()
             summary = self._count_in_batch(ev, status)
         out: list[RenderableType] = []
+        not_started = (ev.get("data") or {}).get("not_started") if status == "skipped" else None
+        if not_started:  # its panel showed a call allowed to run: why it did not start is said here
+            out.append(Text(f"  ⊘ {ev.get('tool', '?')} · {' '.join(str(ev.get('content') or 'not started').split())}",
+                            style="yellow", overflow="fold"))
         # Refused, skipped and malformed calls said everything in their panel already.
         if status not in ("refused", "skipped", "malformed"):
             data = ev.get("data") or {}

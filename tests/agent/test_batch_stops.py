@@ -104,3 +104,21 @@ def test_other_hosts_and_earlier_changes_are_not_stopped(tmp_path, sims):
     assert other["status"] == "ok" and other["data"]["exit_code"] == 0
     assert sims["sim"].sys_path("/opt/venv/marker").exists() and sims["other"].sys_path("/opt/venv/marker").exists()
     replays(path)
+
+
+def test_the_terminal_says_why_a_change_did_not_start(tmp_path, sims):
+    # The rich view showed a not-started change's panel as allowed, then nothing: the reason is on screen now.
+    import io
+
+    from rich.console import Console
+
+    from app.ui import TerminalView
+
+    path = record(tmp_path, {"sim": sims["sim"]}, [("ssh_exec", {"host": "sim", "command": FAILS}),
+                                                   ("ssh_exec", {"host": "sim", "command": MARK})], [FAILS, MARK])
+    console = Console(width=100, record=True, force_terminal=True, file=io.StringIO())
+    view = TerminalView(console)
+    for ev in iter_events(path):
+        view(ev)
+    shown = " ".join(console.export_text().split())
+    assert "ssh_exec · not started: the earlier change ssh_exec (call 1) on sim in this batch failed" in shown, shown
