@@ -192,6 +192,11 @@ class Goal(BaseModel):
     success: list[SuccessCheck] = Field(default_factory=list)
     _groups: dict[str, list[str]] = PrivateAttr(default_factory=dict)  # each group's hosts, resolved once at load
 
+    def baselines(self) -> list[str]:
+        """The labels the goal's throughput checks compare with ("before"): each host measures them before
+        its first change, and never after it (the gate's rule "no-baseline")."""
+        return sorted({c.throughput.compare_to for c in self.success if c.throughput is not None})
+
     @field_validator("hosts", mode="before")
     @classmethod
     def _names_to_entries(cls, v: Any) -> Any:

@@ -353,6 +353,8 @@ class Session:
                 elif self.unknown_outcomes:  # the change sent again has run: its outcome is known now
                     key = (p.call.name, p.decision.host, args_digest(p.call.name, p.args.model_dump(mode="json")))
                     self.unknown_outcomes.pop(key, None)
+            # What the gate learns from the result: a benchmark's label on its host, a change that ran there.
+            self.gate.observe(p.call.name, p.decision, r.ok, r.status, r.data if isinstance(r.data, dict) else None)
             backup = (r.data or {}).get("backup") if r.ok else None
             if backup:
                 record = BackupRecord.model_validate(backup)
@@ -438,6 +440,7 @@ class Session:
             self.unknown_outcomes[(change["tool"], change["host"], change["args_digest"])] = change["call_id"]
         for key, value in (state.get("store") or {}).items():
             self.store[key] = value
+        self.gate.resume_measured(state.get("measured"), state.get("store"))
         self.changed_hosts.update(state.get("changed_hosts", []))
         for tool, host, subject in state.get("session_approvals", []):  # a chat's, as the operator confirmed them
             self.gate.carry_session_approval(tool, host, subject)

@@ -77,6 +77,7 @@ def build_session(
     sim_dir: Path | None = None,
     sims: dict[str, Any] | None = None,
     secrets: list[str] | None = None,
+    baselines: list[str] | None = None,
 ) -> Built:
     specs, built_sims = [], {}
     for entry in hosts:
@@ -85,7 +86,8 @@ def build_session(
         if sim is not None:
             built_sims[entry.name] = sim
     policy = SafetyPolicy(scope={s.name for s in specs}, mode=mode, approver=approver,
-                          authorizations=list(authorizations or []), plan=plan)
+                          authorizations=list(authorizations or []), plan=plan, baselines=list(baselines or []),
+                          default_python={s.name: s.python or "python3" for s in specs})
     try:
         writer = TranscriptWriter(transcript, Redactor(secrets=secrets))
     except FileExistsError as e:

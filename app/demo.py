@@ -117,7 +117,8 @@ def demo(args) -> int:
         for a in goal.authorizations:
             aside("  - " + json.dumps(a.model_dump(exclude_defaults=True)))
     built = build_session(hosts=goal.hosts, model=model, mode=mode, approver=approver,
-                          authorizations=goal.authorizations, budget=goal_budget(goal), transcript=transcript,
+                          authorizations=goal.authorizations, baselines=goal.baselines(), budget=goal_budget(goal),
+                          transcript=transcript,
                           listeners=[view], sims={"sim": sim},
                           start_info={"goal": goal.goal, "goal_file": "goals/demo.yaml", "command": "demo"})
     if approver is not None:

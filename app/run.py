@@ -37,7 +37,7 @@ def run_goal(args) -> int:
         path = Path(args.transcript) if args.transcript else new_transcript_path("run")
         view = JsonLines() if args.json else make_view(verbosity=getattr(args, "verbosity", None))
         built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,
-                              plan=args.plan, budget=goal_budget(goal), transcript=path, listeners=[view],
+                              baselines=goal.baselines(), plan=args.plan, budget=goal_budget(goal), transcript=path, listeners=[view],
                               start_info={"goal": goal.goal, "goal_file": str(Path(args.goal).absolute()),
                                           "command": "run"})
     with busy(view):

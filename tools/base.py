@@ -99,6 +99,9 @@ class Action(BaseModel):
     workload: Workload | None = None
     # Needs its host alone even when read-only (a benchmark must not share the GPUs with another).
     exclusive: bool = False
+    # The label a benchmark keeps its result under (run_bench): a baseline's label is refused once its host
+    # has changed, as a baseline measured after the change would compare the change with itself.
+    label: str | None = None
 
 
 # --------------------------------------------------------------------------- errors

@@ -231,7 +231,7 @@ class RunBench(Tool):
         # risk None and a workload: the gate classifies the command as a benchmark workload,
         # where the entry points of sglang and vllm are read-only.
         # Alone on its host: two benchmarks sharing the GPUs would both measure the wrong thing.
-        return Action(host=args.host, subject=bench_subject(args), risk=None, exclusive=True,
+        return Action(host=args.host, subject=bench_subject(args), risk=None, exclusive=True, label=args.label,
                       workload=Workload(command=args.command, env=dict(args.env or {}), cwd=args.cwd),
                       args={"command": args.command, "env": dict(args.env or {}), "cwd": args.cwd},
                       defaults={"env": {}, "cwd": None})
@@ -332,7 +332,9 @@ class RunBench(Tool):
         if baseline is None:
             have = ", ".join(repr(k) for k in labels) or "none yet"
             raise ToolError(f"no result labelled {args.compare_to!r} in this session (labels: {have}); "
-                            f"measure it first with label={args.compare_to!r}, or compare to one of those")
+                            f"a baseline is measured before its host's first change, and the gate refuses one "
+                            f"measured after it: compare to one of those, or leave compare_to out and report that "
+                            f"no {args.compare_to!r} was measured")
         if baseline["parser"] != args.parser or baseline["metric"] != metric:
             raise ToolError(
                 f"not comparable: {args.compare_to!r} measured {baseline['metric']} with parser "

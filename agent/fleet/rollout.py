@@ -225,7 +225,7 @@ def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, sto
     goal = host_goal(recipe, entry)
     model = RecipeModel(recipe, entry.name, stop)
     built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,
-                          budget=goal.budget, transcript=transcript, listeners=[model.listen], sim_dir=sim_dir,
+                          baselines=goal.baselines(), budget=goal.budget, transcript=transcript, listeners=[model.listen], sim_dir=sim_dir,
                           start_info={"goal": goal.goal, "command": "fleet", **start_info})
     session = built.session
     gate: dict | None = None

@@ -317,6 +317,8 @@ def drive(start: dict, events: Iterator[dict], registry: Registry, result_for: R
         approver=ReplayApprover(cursor, cut_short),
         authorizations=[Authorization.model_validate(a) for a in policy_cfg.get("authorizations", [])],
         plan=bool(policy_cfg.get("plan", start.get("plan", False))),
+        default_python=dict(policy_cfg.get("default_python") or {}),
+        baselines=list(policy_cfg.get("baselines") or []),
     )
     b = start.get("budget") or {}
     budget = Budget.from_record({**b, "max_wall_s": None})

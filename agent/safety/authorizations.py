@@ -13,6 +13,10 @@ must keep its default. Values are compared by meaning: the tool turns a host pat
 URL into one form, a toolkit_path left out into its default, and trims trailing slashes, in the
 call and in the rule alike (the goal loader normalizes the rule).
 
+A step no backup undoes (a removed toolkit, a driver, system packages, conda: agent/safety/coverage.py)
+is covered only by a rule that says `irreversible: true`, of either kind: the goal file's author agreed
+that this change cannot be rolled back by the session.
+
 `check` returns every way a rule falls short of a call, so a refusal can name the closest rule,
 the fields that differ, and what would pass.
 """
@@ -48,6 +52,7 @@ class Authorization(BaseModel):
     tool: str | None = None
     args: dict[str, Any] = Field(default_factory=dict)
     destructive: bool = False  # a tool entry must say so to cover a destructive step
+    irreversible: bool = False  # a rule must say so to cover a step no backup of the session undoes
 
     @model_validator(mode="before")
     @classmethod
@@ -73,8 +78,9 @@ class Authorization(BaseModel):
         """The rule as a sentence the model and the operator read."""
         where = ("any host" if self.host == "*" else
                  f"{self.host} ({', '.join(self.members)})" if self.members is not None else self.host)
+        irreversible = ("; also a step no backup undoes (irreversible: true)" if self.irreversible else "")
         if self.command is not None:
-            return f"on {where}: exactly the command `{self.command}`"
+            return f"on {where}: exactly the command `{self.command}`" + irreversible
         named = ", ".join(f"{k} {_allowed_text(v, k in _list_arguments(self.tool))}" for k, v in self.args.items())
         # Said from the tool's own arguments: which of the pinned ones the rule leaves at their defaults,
         # and which the caller chooses freely (every argument is in the schema, so "leave out" means null).
@@ -83,17 +89,21 @@ class Authorization(BaseModel):
         return (f"on {where}: {self.tool}" + (f" with {named}" if named else "")
                 + (f"; {', '.join(unnamed)} at their defaults (null, or the default value)" if unnamed else "")
                 + (f"; {', '.join(free)} yours to give" if free else "")
-                + ("; destructive steps too" if self.destructive else ""))
+                + ("; destructive steps too" if self.destructive else "") + irreversible)
 
-    def check(self, tool: str, action: Action, risk: Risk) -> list[str] | None:
+    def check(self, tool: str, action: Action, risk: Risk, undone_by_none: str | None = None) -> list[str] | None:
         """None when the rule is of another kind or host (it says nothing about the call); else the ways
-        it falls short of the call, each a short phrase (an empty list: the rule covers the call)."""
+        it falls short of the call, each a short phrase (an empty list: the rule covers the call).
+        `undone_by_none`: why no backup undoes the step, when none does (the rule must say irreversible)."""
         if not self.covers_host(action.host):
             return None
+        irreversible = ([irreversible_miss(undone_by_none)] if undone_by_none and not self.irreversible else [])
         if self.command is not None:
             if tool != "ssh_exec":
                 return None
-            return [] if action.subject.strip() == self.command.strip() else [f"the command is not `{self.command}`"]
+            if action.subject.strip() != self.command.strip():
+                return [f"the command is not `{self.command}`"]
+            return irreversible
         if self.tool != tool:
             return None
         misses = []
@@ -108,7 +118,11 @@ class Authorization(BaseModel):
                               f"default ({json.dumps(action.defaults[name])}): leave it out")
             elif name not in action.defaults:
                 misses.append(f"the rule does not name {name}, which {tool} needs")
-        return misses
+        return misses + irreversible
+
+
+def irreversible_miss(why: str) -> str:
+    return f"no backup undoes this step ({why}) and the rule does not say `irreversible: true`"
 
 
 def _allowed_text(value: Any, list_argument: bool = True) -> str:
@@ -136,12 +150,12 @@ def _one(value: Any, allowed: Any) -> bool:
     return value == allowed
 
 
-def closest(authorizations: list[Authorization], tool: str, action: Action,
-            risk: Risk) -> tuple[int | None, list[str] | None]:
+def closest(authorizations: list[Authorization], tool: str, action: Action, risk: Risk,
+            undone_by_none: str | None = None) -> tuple[int | None, list[str] | None]:
     """(index, misses) of the rule that covers the call (misses empty), or of the one that comes closest."""
     best: tuple[int | None, list[str] | None] = (None, None)
     for i, auth in enumerate(authorizations):
-        misses = auth.check(tool, action, risk)
+        misses = auth.check(tool, action, risk, undone_by_none)
         if misses is None:
             continue
         if not misses:

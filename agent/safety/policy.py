@@ -5,11 +5,21 @@ Every tool call passes `SafetyPolicy.decide` before it runs. The order of the ru
 1. a call naming a host outside the session's scope is refused before any connection;
 2. forbidden steps are refused in every mode;
 3. read-only steps run;
+   ... except a benchmark that would keep a baseline ("before", or a label the goal's throughput checks
+   compare with) on a host a change has already run on in this session: refused, as a baseline
+   measured after the change would compare the change with itself;
 4. in a dry run (`--plan`) every other step is skipped and reported as "would run";
-5. a mutating or destructive step needs a verified backup of that host from this session;
-6. ... and an explicit approval: the operator's terminal (chat) or a rule of the goal file's
-   authorizations (scripted runs; see authorizations.py). Nothing the model or a tool's output
-   says counts. A refusal gives every reason at once and, in a scripted run, the closest rule.
+5. a mutating or destructive step needs the verified backup of this session that undoes it
+   (coverage.py `required_backup`): a pip change a pip-freeze backup of that environment, a toolkit or
+   cuda link change a backup with a system reading; a step no backup undoes (a removed toolkit, the
+   driver, system packages, conda) still needs a backup of the host, and an approval that says so;
+6. the first change on a host of a goal with a throughput check needs that check's baseline measured
+   there first (a run_bench result labelled as the check's compare_to);
+7. ... and an explicit approval: the operator's terminal (chat), whose panel says what undoes the step
+   or that nothing does, or a rule of the goal file's authorizations (scripted runs; see
+   authorizations.py), which for a step no backup undoes must say `irreversible: true`. Nothing the
+   model or a tool's output says counts. A refusal gives every reason at once and, in a scripted run,
+   the closest rule.
 
 Approvals bind to the host and the exact subject (the shell command, or a typed tool's
 canonical description). Every decision names the rule that made it.
@@ -24,10 +34,10 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from agent.safety.authorizations import Authorization, closest
+from agent.safety.authorizations import Authorization, closest, irreversible_miss
 from agent.safety.classifier import classify, classify_workload
-from agent.safety.coverage import Cover, what_undoes
-from agent.safety.ledger import BackupLedger
+from agent.safety.coverage import TAKE_BACKUP, Cover, Requirement, required_backup, what_undoes
+from agent.safety.ledger import BackupLedger, BaselineLedger
 from tools.base import Action, BackupRecord, Risk, RiskClass
 from tools.hosts import command_subject
 
@@ -164,6 +174,20 @@ def classify_action(action: Action) -> Risk:
     return risk
 
 
+def _never_started(status: str, data: dict | None) -> bool:
+    """A result that says its tool never ran: skipped after an earlier change of its batch failed, cancelled
+    before it started (a cancel that stopped it while it ran says `started`), or a tool not available.
+    Read from what the record keeps, so a replay learns the same."""
+    if status in ("skipped", "unavailable"):
+        return True
+    return status == "cancelled" and not (data or {}).get("started")
+
+
+# Tools whose change is a node's place in its scheduler, not its software: a benchmark before and after a
+# drain measures the same stack (the system prompt drains a node before its first benchmark).
+SCHEDULER_TOOLS = ("drain_node", "undrain_node")
+
+
 @dataclass
 class SafetyPolicy:
     """The gate of a session. Scope, ledger and approvals live here; the loop only asks."""
@@ -174,15 +198,83 @@ class SafetyPolicy:
     approver: Approver | None = None  # interactive: the operator's terminal
     authorizations: list[Authorization] = field(default_factory=list)  # scripted: the goal file
     plan: bool = False  # dry run
+    # The interpreter a call that names none uses, per host (its configured python, else python3): the
+    # environment a pip_install without `python` changes, whose backup it needs.
+    default_python: dict[str, str] = field(default_factory=dict)
+    # The labels the goal's throughput checks compare with: measured on each host before its first change.
+    baselines: list[str] = field(default_factory=list)
+    measured: BaselineLedger = field(default_factory=BaselineLedger)
     # A dry run's answers, kept for its verdict: what a real run would have done with each change.
     planned: list[tuple[str, str]] = field(default_factory=list)  # ("would run" | "would ask" | "would be refused", subject)
-    _planned_backups: set[str] = field(default_factory=set)  # hosts a dry run's backup step would have backed up
+    _planned_backups: list[BackupRecord] = field(default_factory=list)  # what a dry run's backup steps would take
     _session_approvals: set[tuple[str, str | None, str]] = field(default_factory=set)  # (tool, host, subject)
 
     def as_record(self) -> dict:
         """The form a transcript's session_start keeps, from which replay rebuilds the gate."""
         return {"scope": sorted(self.scope), "mode": self.mode, "plan": self.plan,
-                "authorizations": [a.model_dump(exclude_defaults=True) for a in self.authorizations]}
+                "authorizations": [a.model_dump(exclude_defaults=True) for a in self.authorizations],
+                **({"default_python": dict(sorted(self.default_python.items()))} if self.default_python else {}),
+                **({"baselines": list(self.baselines)} if self.baselines else {})}
+
+    # ------------------------------------------------------------------ what the results taught the gate
+
+    def observe(self, tool: str, decision: "Decision | None", ok: bool, status: str, data: dict | None) -> None:
+        """One call's result, as the loop records it (live and in replay alike): a benchmark's label on its
+        host, and a change that ran (a backup aside, which changes nothing the benchmark measures; a change
+        that never started, skipped or cancelled before its tool ran, changed nothing either)."""
+        if decision is None or not decision.allowed or not decision.host:
+            return
+        if tool == "run_bench" and ok and isinstance(data, dict) and data.get("label"):
+            self.measured.measured(decision.host, str(data["label"]))
+        is_backup = decision.risk.rule == "backup" and decision.risk.cls is RiskClass.MUTATING
+        if decision.risk.cls in (RiskClass.MUTATING, RiskClass.DESTRUCTIVE) and not is_backup \
+                and tool not in SCHEDULER_TOOLS \
+                and not _never_started(status, data):
+            self.measured.changed(decision.host)
+
+    def resume_measured(self, facts: dict | None, store: dict | None = None) -> None:
+        """An earlier part's labels and changed hosts (agent resume): from its gate's facts; a part resumed
+        from a record without them gives at least its benchmark results' labels, each with its host."""
+        if facts:
+            self.measured.restore(facts)
+        for result in ((store or {}).get("run_bench") or {}).values():
+            if isinstance(result, dict) and result.get("host") and result.get("label"):
+                self.measured.measured(result["host"], result["label"])
+
+    def _baseline_labels(self) -> list[str]:
+        """Labels no benchmark may keep after a change: "before" says it, and so do the goal's baselines."""
+        return sorted({"before", *self.baselines})
+
+    def _refuse_late_baseline(self, tool: str, action: Action, risk: Risk) -> Decision | None:
+        label = action.label
+        if tool != "run_bench" or label is None or label not in self._baseline_labels() or not action.host \
+                or not self.measured.is_changed(action.host):
+            return None
+        return Decision(Verdict.DENY, risk, "baseline-after-change",
+                        f"{action.host} was already changed in this session, so a benchmark measured now is not "
+                        f"its state before the change: label {label!r} is kept for a baseline measured before the "
+                        f"first change. Measure the changed host under another label (e.g. label='after', "
+                        f"compare_to={label!r} if that baseline exists), and report that no baseline was measured "
+                        f"if none was", host=action.host, subject=action.subject)
+
+    def _missing_baseline(self, tool: str, host: str | None) -> str | None:
+        """Why the first change on `host` must wait: the goal's baseline not measured there yet."""
+        if not self.baselines or host is None or tool in ("restore_backup", *SCHEDULER_TOOLS) \
+                or self.measured.is_changed(host):
+            return None  # a rollback puts the host back, and a drain is the node's place: neither waits for one
+        missing = [label for label in self.baselines if not self.measured.has(host, label)]
+        if not missing:
+            return None
+        labels = " and ".join(repr(m) for m in missing)
+        return (f"the goal's throughput check compares with {labels}, and no run_bench result labelled so was "
+                f"measured on {host} in this session: measure it first (run_bench on {host} with label="
+                f"{missing[0]!r}) while the host is as it was; after the first change a baseline cannot be taken")
+
+    def _requirement(self, tool: str, action: Action, risk: Risk, backups: list[BackupRecord]) -> Requirement:
+        return required_backup(tool, action, risk, backups, self.default_python.get(action.host or ""))
+
+    def _verified(self, host: str | None) -> list[BackupRecord]:
+        return [b for b in self.ledger.all() if b.verified and b.host == host]
 
     def refuse_out_of_scope(self, host: str | None, subject: str = "") -> Decision | None:
         """Rule 1 on its own: the refusal of a call naming a host outside the scope, or None.
@@ -212,6 +304,9 @@ class SafetyPolicy:
                            f"({', '.join(sorted(self.scope)) or 'none'}); run it on that host's own session instead")
         if risk.cls is RiskClass.FORBIDDEN:
             return verdict(Verdict.DENY, risk, "forbidden", f"{risk.reason}; this is refused in every mode")
+        late = self._refuse_late_baseline(tool, action, risk)
+        if late is not None:
+            return late
         if risk.cls is RiskClass.READ_ONLY:
             return verdict(Verdict.ALLOW, risk, "read-only", risk.reason)
         if self.plan:
@@ -221,35 +316,52 @@ class SafetyPolicy:
             # a new directory. Anything riskier, or a backup of an interpreter the model named that the
             # classifier does not accept (rule "interpreter"), goes through backup and approval as usual.
             return verdict(Verdict.ALLOW, risk, "backup", "a backup writes only its own timestamped directory")
-        backup = self.ledger.latest_verified(action.host) if action.host else None
+        backups = self._verified(action.host) if action.host else []
+        need = self._requirement(tool, action, risk, backups)
+        backup = need.backup
         backup_id = backup.backup_id if backup else None
-        no_backup = (f"there is no verified backup of {action.host} from this session: take one with "
-                     f"pip_freeze_backup" if action.host is not None and backup is None else None)
+        no_backup = (f"there is no verified backup of {action.host} from this session{need.missing}"
+                     if action.host is not None and backup is None else None)
+        no_baseline = self._missing_baseline(tool, action.host)
         what = f"this is a {risk.cls.value} step ({risk.reason})"
         if self.mode == "interactive":
-            if no_backup:
-                return verdict(Verdict.DENY, risk, "no-backup", f"{what} and {no_backup}, then retry; the operator "
-                               "approves each change")
+            if no_backup or no_baseline:
+                return verdict(Verdict.DENY, risk, "no-backup" if no_backup else "no-baseline",
+                               f"{what} and " + "; also, ".join(filter(None, [no_backup, no_baseline]))
+                               + ", then retry; the operator approves each change")
             return self._ask_operator(tool, action, risk, backup, verdict)
-        index, misses = closest(self.authorizations, tool, action, risk)
+        undone_by_none = need.why if need.kind == "irreversible" else None
+        index, misses = closest(self.authorizations, tool, action, risk, undone_by_none)
         if index is not None and not misses:
-            if no_backup:
-                return verdict(Verdict.DENY, risk, "no-backup",
-                               f"{what}: the goal file's authorizations[{index}] covers it, but {no_backup}; then the "
-                               "same call will pass")
-            return verdict(Verdict.ALLOW, risk, "authorized", f"goal file authorizations[{index}] covers it",
+            if no_backup or no_baseline:
+                return verdict(Verdict.DENY, risk, "no-backup" if no_backup else "no-baseline",
+                               f"{what}: the goal file's authorizations[{index}] covers it, but "
+                               + "; also, ".join(filter(None, [no_backup, no_baseline])) + "; then the same call "
+                               "will pass")
+            return verdict(Verdict.ALLOW, risk, "authorized", f"goal file authorizations[{index}] covers it"
+                           + (" (irreversible: true: no backup undoes it)" if undone_by_none else ""),
                            backup_id=backup_id, approved_by=f"goal:authorizations[{index}]")
+        if undone_by_none and index is not None and misses == [irreversible_miss(undone_by_none)]:
+            rule = {**self.authorizations[index].model_dump(exclude_defaults=True, exclude={"members"}),
+                    "irreversible": True}
+            return verdict(Verdict.DENY, risk, "irreversible",
+                           f"{what}, and no backup undoes it: {undone_by_none}. The goal file's authorizations"
+                           f"[{index}] matches the call, but a change no backup undoes needs a rule that says so: "
+                           f"the operator could write it as {json.dumps(rule)}"
+                           + (f"; also, {no_backup}" if no_backup else "")
+                           + ". A scripted run never asks: report that this step needs that rule")
         # A shell command no rule covers stays refused with a backup, so the backup is not worth a word
         # there; a tool step may be covered once a rule is added, and then it needs the backup too.
         shell_command = action.risk is None and action.workload is None
         read_hint = ("; if you meant only to read, leave out what the reason names: commands that only read run "
                      "without any rule" if shell_command else "")
         if shell_command and index is None:
-            no_backup = None
+            no_backup = no_baseline = None
         return verdict(Verdict.DENY, risk, "not-authorized",
                        f"{what}, and no rule of the goal file's authorizations covers it"
-                       + self._nearest(index, misses, tool, action)
+                       + self._nearest(index, misses, tool, action, undone_by_none)
                        + (f"; also, {no_backup}" if no_backup else "")
+                       + (f"; also, {no_baseline}" if no_baseline else "")
                        + read_hint
                        + ". A scripted run never asks: report what you would need instead")
 
@@ -257,48 +369,61 @@ class SafetyPolicy:
         """A dry run's answer: nothing runs, and the reason says what a real run of this session would do with
         the step, by the same rules (a backup the dry run would have taken counts for the steps after it)."""
         if risk.rule == "backup" and risk.cls is RiskClass.MUTATING:
-            self._planned_backups.add(action.host or "")
+            self._planned_backups.append(self._planned_backup(action))
             self.planned.append(("would run", action.subject))
             return verdict(Verdict.SKIP, risk, "plan", "would run: a backup writes only its own timestamped directory "
                            "(a dry run takes none; the steps after it are judged as if it had been taken)")
-        backed_up = (action.host is None or action.host in self._planned_backups
-                     or self.ledger.latest_verified(action.host) is not None)
-        no_backup = (f"no backup of {action.host} is taken or planned before it: run pip_freeze_backup first, then "
-                     "the same call would pass")
+        planned = [b for b in self._planned_backups if b.host == action.host]
+        need = self._requirement(tool, action, risk, self._verified(action.host) + planned)
+        no_backup = None
+        if action.host is not None and need.backup is None:
+            how = ": run pip_freeze_backup first" if need.missing == TAKE_BACKUP else need.missing
+            no_backup = f"no backup of {action.host} is taken or planned before it{how}, then the same call would pass"
+        no_baseline = self._missing_baseline(tool, action.host)
         what = f"this is a {risk.cls.value} step ({risk.reason})"
+        unmet = "; also, ".join(filter(None, [no_backup, no_baseline]))
         if self.mode == "interactive":
             asked = "approval, asked one by one" if risk.cls is RiskClass.DESTRUCTIVE else "approval"
-            if not backed_up:
+            if unmet:
                 self.planned.append(("would be refused", action.subject))
-                return verdict(Verdict.SKIP, risk, "plan", f"would be refused: {what}, and {no_backup}")
+                return verdict(Verdict.SKIP, risk, "plan", f"would be refused: {what}, and {unmet}")
             self.planned.append(("would ask", action.subject))
             return verdict(Verdict.SKIP, risk, "plan", f"would ask the operator for {asked}: {what}")
-        index, misses = closest(self.authorizations, tool, action, risk)
+        undone_by_none = need.why if need.kind == "irreversible" else None
+        index, misses = closest(self.authorizations, tool, action, risk, undone_by_none)
         if index is not None and not misses:
             rule = f"authorizations[{index}] ({self.authorizations[index].describe()})"
-            if not backed_up:
+            if unmet:
                 self.planned.append(("would be refused", action.subject))
-                return verdict(Verdict.SKIP, risk, "plan", f"would be refused: {rule} covers it, but {no_backup}")
+                return verdict(Verdict.SKIP, risk, "plan", f"would be refused: {rule} covers it, but {unmet}")
             self.planned.append(("would run", action.subject))
             return verdict(Verdict.SKIP, risk, "plan", f"would run: authorized by {rule}")
         self.planned.append(("would be refused", action.subject))
         return verdict(Verdict.SKIP, risk, "plan", f"would be refused: {what}, and no rule of the goal file's "
-                       "authorizations covers it" + self._nearest(index, misses, tool, action))
+                       "authorizations covers it" + self._nearest(index, misses, tool, action, undone_by_none))
 
-    def _nearest(self, index: int | None, misses: list[str] | None, tool: str, action: Action) -> str:
+    def _planned_backup(self, action: Action) -> BackupRecord:
+        """The backup a dry run's backup step stands for: of the interpreter it names, with a system reading."""
+        host = action.host or ""
+        target = action.interpreter or self.default_python.get(host) or "(the host's default interpreter)"
+        return BackupRecord(backup_id="(planned)", host=host, kind="pip-freeze", target=target, created_at=0.0,
+                            remote_dir="", files={"freeze.txt": "", "system.txt": ""}, verified=True)
+
+    def _nearest(self, index: int | None, misses: list[str] | None, tool: str, action: Action,
+                 undone_by_none: str | None = None) -> str:
         """The closest rule and how the call differs from it; or, with none of this kind, what the rules allow."""
         if index is not None and misses:
             return (f": the closest, authorizations[{index}] ({self.authorizations[index].describe()}), differs: "
                     + "; ".join(misses))
         kinds = [f"[{i}] {a.describe()}" for i, a in enumerate(self.authorizations)
                  if a.covers_host(action.host)]
-        would = self._rule_that_covers(tool, action)
+        would = self._rule_that_covers(tool, action, undone_by_none)
         if not kinds:
             return f": the goal file authorizes nothing on {action.host}" + would
         return f": none is for {tool} on {action.host}; the rules for this host are " + "; ".join(kinds) + would
 
     @staticmethod
-    def _rule_that_covers(tool: str, action: Action) -> str:
+    def _rule_that_covers(tool: str, action: Action, undone_by_none: str | None = None) -> str:
         """The goal file rule that would cover this tool call, for the operator to add if they want it (a
         shell command gets none: only exact commands can be authorized, and the report lists them)."""
         if action.risk is None and action.workload is None:
@@ -306,7 +431,7 @@ class SafetyPolicy:
         args = {k: v for k, v in action.args.items() if action.defaults.get(k, object()) != v}
         destructive = action.risk is not None and action.risk.cls is RiskClass.DESTRUCTIVE
         rule = {"host": action.host, "tool": tool, **({"destructive": True} if destructive else {}),
-                **({"args": args} if args else {})}
+                **({"irreversible": True} if undone_by_none else {}), **({"args": args} if args else {})}
         return f"; the operator could add this rule to the goal file's authorizations: {json.dumps(rule)}"
 
     def session_approvals(self) -> list[tuple[str, str | None, str]]:
@@ -326,8 +451,8 @@ class SafetyPolicy:
         if self.approver is None:
             return verdict(Verdict.DENY, risk, "no-approver", "no operator is attached to approve it",
                            backup_id=backup_id)
-        backups = [b for b in self.ledger.all() if b.verified and b.host == action.host]
-        undo = what_undoes(tool, action, risk, backups)
+        undo = what_undoes(tool, action, risk, self._verified(action.host),
+                           self.default_python.get(action.host or ""))
         reply = self.approver.ask(ApprovalRequest(action.host, tool, action.subject, risk, backup, undo))
         answer = getattr(reply, "answer", reply)
         said = " ".join(str(getattr(reply, "reason", "") or "").split())

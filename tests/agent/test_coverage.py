@@ -59,15 +59,19 @@ def test_deleting_a_toolkit_is_undone_by_no_backup_and_the_panel_says_so(command
 def test_a_pip_change_names_the_backup_of_its_own_environment_not_the_latest_one():
     ours, other = backup("bk-venv"), backup("bk-sys", target="/usr/bin/python3")
     request = shell("/opt/torch/.venv/bin/pip install -U requests", ours, other)
-    assert request.backup.backup_id == "bk-sys"  # the latest, which lets the gate ask at all
+    assert request.backup.backup_id == "bk-venv"  # the one the gate needs before it asks
     assert request.undo.backup.backup_id == "bk-venv"
     assert dict(approval_rows(request))["backup"].startswith("bk-venv (pip-freeze, 197 packages of " + VENV)
     assert request.undo.says == f"restore_backup bk-venv puts the packages of {VENV} back as they were"
-    # An environment nobody backed up is undone by nothing, and the panel lists what was backed up.
-    elsewhere = asked("pip_install", {"packages": ["requests==2.32.3"], "index_url": "https://pypi.org/simple",
-                                      "python": "/srv/other/bin/python"}, ours)
-    assert elsewhere.undo.backup is None
-    assert elsewhere.undo.says == f"nothing: no backup is of /srv/other/bin/python (backed up: {VENV})"
+    # An environment nobody backed up is undone by nothing: the gate does not ask, it names the backup to take.
+    gate = SafetyPolicy(scope={"gpu1"}, mode="interactive", approver=Asked())
+    gate.ledger.register(ours)
+    t = REGISTRY.get("pip_install")
+    refused = gate.decide("pip_install", t.action(t.parse_args({
+        "host": "gpu1", "packages": ["requests==2.32.3"], "index_url": "https://pypi.org/simple",
+        "python": "/srv/other/bin/python"})))
+    assert refused.rule == "no-backup"
+    assert "take pip_freeze_backup with python=/srv/other/bin/python" in refused.reason
 
 
 def test_the_panel_says_whether_the_backups_rollback_was_rehearsed():
@@ -97,9 +101,12 @@ def test_a_side_by_side_toolkit_and_the_cuda_link_are_undone_by_the_system_readi
     assert link.undo.backup.backup_id == "bk-1"
     apt = shell("apt-get install -y cuda-toolkit-13-0", backup("bk-1"))
     assert apt.undo.says.endswith("the packages apt installed are listed, to remove by hand")
-    # A backup taken before system readings existed undoes none of it.
-    old = asked("install_runfile", args, backup("bk-old", system=False))
-    assert old.undo.backup is None and "recorded the system state" in old.undo.says
+    # A backup taken before system readings existed undoes none of it: the gate does not ask, it refuses.
+    gate = SafetyPolicy(scope={"gpu1"}, mode="interactive", approver=Asked())
+    gate.ledger.register(backup("bk-old", system=False))
+    t = REGISTRY.get("install_runfile")
+    refused = gate.decide("install_runfile", t.action(t.parse_args({"host": "gpu1", **args})))
+    assert refused.rule == "no-backup" and "that recorded its system state (system.txt" in refused.reason
 
 
 @pytest.mark.parametrize("command, words", [
