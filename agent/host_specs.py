@@ -50,7 +50,7 @@ def describe_host(spec: HostSpec, sim: Any = None) -> str:
     """One line about a host for the system prompt: its name, and what is particular about it."""
     if sim is not None:
         return (f"{spec.name} (a simulated GPU host; it has no internet access, so NVIDIA's CUDA archive is "
-                f"mirrored at /srv/nvidia/compute/cuda/<version>/ (local_installers/ and docs/sidebar/md5sum.txt, as "
+                f"mirrored at /srv/nvidia/compute/cuda/<release>/, a release being the whole version such as 13.0.1 (local_installers/ and docs/sidebar/md5sum.txt, as "
                 f"on developer.download.nvidia.com) and PyTorch's wheel indexes at {sim.index_urls['cu128']} and "
                 f"{sim.index_urls['cu130']}; its venv's python, {spec.python}, is first on PATH; its serving "
                 f"benchmarks bring their server up inside the benchmark process, and report simulated GPU time)")
