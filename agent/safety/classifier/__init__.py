@@ -16,7 +16,9 @@ core.pager=...`), follows simple obfuscations (quoted or escaped command names,
 particular programs. Every detector only raises the class: `cls.at_least(...)`.
 
 Where things are:
-- `shell.py`: the walk over the bash parse tree and the verdict; `tree.py` the parser;
+- `shell.py`: the entry; `analysis.py`: the walk over the bash parse tree and the verdict, made of
+  `statements.py`, `simple_commands.py`, `pipes.py`, `redirections.py`, `expansions.py` and the work
+  budget (`budget.py`); `tree.py` the parser;
   `words.py`, `filters.py`, `code.py` what words, pipelines and inline code become.
 - `options.py`: option parsing with each program's own semantics; `paths.py`: paths and files.
 - `families/`: one file per program family (wrappers, interpreters, nvidia, pip, os packages,
