@@ -29,7 +29,11 @@ from tools.base import Risk, RiskClass
 
 
 class _Analysis(_Statements, _SimpleCommands, _Pipes, _Redirections, _Expansions, _WorkBudget):
-    """Walks one parse tree and collects findings; nested contexts share the findings list."""
+    """Walks one parse tree and collects findings; nested contexts share the findings list.
+
+    Its methods are in the classes it is made of, one per thing it judges; they share this object's
+    state and call one another through self, so a family's handler gets one object that does all.
+    """
 
     def __init__(self, workload: bool):
         self.workload = workload

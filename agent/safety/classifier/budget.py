@@ -23,7 +23,8 @@ _TOO_COMPLEX = ("the command is too {what} to judge in bounded time, so it is re
 
 
 class _WorkBudget:
-    """The work a command's analysis spends (self.work, shared by its nested contexts)."""
+    """The work a command's analysis spends (self.work, shared by its nested contexts); a part of `_Analysis`
+    (analysis.py), whose state and other parts it reaches through self."""
 
     def spend(self, units: int = 1) -> None:
         self.work[0] += units

@@ -14,7 +14,8 @@ from agent.safety.classifier.words import _ansi_c, _arg_from, _product, _split_i
 
 
 class _Expansions:
-    """The words of a command: each word node's possible word lists, and the findings its expansions call for."""
+    """The words of a command: each word node's possible word lists, and the findings its expansions call for; a
+    part of `_Analysis` (analysis.py), whose state and other parts it reaches through self."""
 
     def expand(self, node: Node, split: bool = True, plain_variables: bool = False) -> list[list[Arg]]:
         """The possible word lists one word node becomes; records a finding for every expansion in it

@@ -18,7 +18,8 @@ from agent.safety.classifier.tree import (
 
 
 class _Pipes:
-    """Pipelines and redirected statements, and the data that flows between their stages."""
+    """Pipelines and redirected statements, and the data that flows between their stages; a part of `_Analysis`
+    (analysis.py), whose state and other parts it reaches through self."""
 
     def _visit_redirected_statement(self, node: Node, stdin: _Stdin | None, head: bool = False) -> None:
         if not head and _heredoc_tail(node) is not None:

@@ -12,7 +12,8 @@ from agent.safety.classifier.tree import _excerpt, _first_descendant, _is_pipe_t
 
 
 class _Redirections:
-    """The redirections of a command: what each opens, writes or feeds to its stdin."""
+    """The redirections of a command: what each opens, writes or feeds to its stdin; a part of `_Analysis`
+    (analysis.py), whose state and other parts it reaches through self."""
 
     def _redirects(self, redirects: list[Node], stdin: _Stdin | None) -> _Stdin | None:
         for redirect in redirects:

@@ -18,7 +18,8 @@ from agent.safety.classifier.words import _combine, _join
 
 
 class _SimpleCommands:
-    """Simple commands: from the parse node, or as words, to the handler of their program."""
+    """Simple commands: from the parse node, or as words, to the handler of their program; a part of `_Analysis`
+    (analysis.py), whose state and other parts it reaches through self."""
 
     def _visit_command(self, node: Node, stdin: _Stdin | None) -> None:
         prefix, words, redirects = [], [], []

@@ -13,7 +13,8 @@ from agent.safety.classifier.tree import _is_fork_bomb, _text
 
 
 class _Statements:
-    """The walk over statements; each node kind to the method that judges it."""
+    """The walk over statements, each node kind to the method that judges it: a part of `_Analysis` (analysis.py),
+    whose state and other parts it reaches through self."""
 
     def visit(self, node: Node, stdin: _Stdin | None = None) -> None:
         self.spend()
