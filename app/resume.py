@@ -28,13 +28,14 @@ first request.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from agent.errors import SessionConfigError, interruption_reason
 from agent.goal import Goal, GoalError, load_goal
 from agent.journal import OUTCOME_UNKNOWN, Intent, unknown_outcomes
 from agent.loop import Outcome, Session
-from agent.record.transcript import Part, TranscriptError, new_transcript_path, read_part
+from agent.record.transcript import Part, TranscriptError, new_transcript_path, read_part, untrusted, verify
 
 # How a stopped part may have ended for a resume to go on with it (no end at all: the process was killed).
 RESUMABLE = ("interrupted", "crashed", "model_error", "budget")
@@ -54,6 +55,7 @@ def resume(args) -> int:
         part = read_part(path)
     except TranscriptError as e:
         raise SessionConfigError(f"cannot resume {path}: {e}") from None
+    _trusted_part(path, getattr(args, "accept_unsealed", False))
     start = part.events[0] if part.events else {}
     if start.get("type") != "session_start":
         raise SessionConfigError(f"cannot resume {path}: it does not start with a session_start event")
@@ -70,6 +72,19 @@ def resume(args) -> int:
     rebuilt = rebuild(part)
     _check_goal_message(goal, start, rebuilt)
     return _go_on(args, part, goal, rebuilt)
+
+
+def _trusted_part(path: Path, accept_unsealed: bool) -> None:
+    """The stopped part's messages, backups and approvals become the resumed session's, so the part must be
+    the one written: refused when its chain or seal is broken (a missing end is how a kill stops it), and
+    when this machine's key did not seal it unless --accept-unsealed (then said on stderr)."""
+    check = verify(path)
+    refused = untrusted(path, check, accept_unsealed, "a resumed run")
+    if refused:
+        raise SessionConfigError(f"cannot resume {refused}")
+    if not check.sealed:
+        print(f"agent: warning: {path}: {check.seal_summary()}; resumed as it is (--accept-unsealed)",
+              file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- reading the stopped part
