@@ -62,13 +62,20 @@ def cmd_show(args) -> int:
         link, link_problem = _link_of(path)
         ok = report.ok and link_problem is None
         if args.json:
-            out = {"ok": ok, "events": report.events, "status": report.status, "problems": report.problems}
+            out = {"ok": ok, "events": report.events, "status": report.status, "problems": report.problems,
+                   "seal": {"state": report.seal, "sealed": report.sealed, "line": report.seal_line,
+                            "key_id": report.key_id, "says": report.seal_summary()},
+                   "cut_line": report.cut_line}
             if link is not None:
                 out["resumes"] = {"path": str(link), "ok": link_problem is None, "problem": link_problem}
             print(json.dumps(out))
         else:
             print(f"{path}: {report.events} events, status {report.status or '-'}: "
                   + ("chain intact" if report.ok else "PROBLEMS"))
+            print(f"  {report.seal_summary()}")
+            if report.cut_line:
+                print("  its last line was cut short (the process was killed while writing it): left out, "
+                      "the lines before it checked")
             for p in report.problems:
                 print(f"  {p}")
             if link is not None:
@@ -415,6 +422,8 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("transcript", help="the stopped run's or the chat's transcript (JSONL)")
     p.add_argument("--plain", action="store_true", help="a resumed chat: plain lines, no live panels")
+    p.add_argument("--accept-unsealed", action="store_true",
+                   help="resume a transcript this machine's record key did not seal (an older one, another machine's)")
     p.add_argument("--transcript", dest="transcript_out", metavar="PATH",
                    help="where to write the resumed part's transcript (default: a new file in the data dir)")
     p.add_argument("--json", action="store_true", help="print one JSON event per line instead of progress")
@@ -464,9 +473,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per transcript")
     p.set_defaults(func=cmd_replay)
 
-    p = sub.add_parser("show", help="a readable timeline of a transcript; --verify checks its hash chain",
+    p = sub.add_parser("show", help="a readable timeline of a transcript; --verify checks its hash chain and seal",
                        description=_para("Print a transcript as a timeline: each model turn, tool call, safety "
-                                         "decision and result. --verify checks every line and the hash chain instead; "
+                                         "decision and result. --verify checks every line, the hash chain and the seal (each "
+                                         "line's MAC under this machine's record key) instead, and says whether it "
+                                         "is sealed; "
                                          "--report and --html write what a reviewer reads."),
                        epilog="examples:\n"
                               "  agent show run.jsonl                      the timeline\n"
@@ -477,7 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("transcript", help="a transcript file (JSONL), as `agent run` and `agent demo` print at the end")
     p.add_argument("--json", action="store_true", help="one normalized JSON object per step")
-    p.add_argument("--verify", action="store_true", help="check every line, the hash chain and the end event")
+    p.add_argument("--verify", action="store_true",
+                   help="check every line, the hash chain, the end event and the seal")
     p.add_argument("--report", action="store_true", help="write the Markdown report beside the transcript")
     p.add_argument("--html", metavar="OUT.html", help="write one self-contained page: timeline, folded outputs, "
                                                       "the before/after benchmark as a chart")
@@ -566,6 +578,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the canary's transcript (.jsonl); with --ansible, a recipe (.yaml) or a transcript")
     p.add_argument("-o", "--output", help="the file to write (default: print it)")
     p.add_argument("--host", help="the canary, when the run had several hosts")
+    p.add_argument("--accept-unsealed", action="store_true",
+                   help="read a transcript this machine's record key did not seal (an older one, another machine's)")
     p.add_argument("--force", action="store_true", help="write over an existing file")
     p.add_argument("--ansible", action="store_true",
                    help="write an Ansible playbook of the recipe instead: the preflight, the backup first, the steps "

@@ -32,6 +32,7 @@ def make_recipe(args) -> int:
         if args.ansible and path.suffix != ".jsonl":
             recipe = load_recipe(path)
         else:
+            _trusted_record(path, getattr(args, "accept_unsealed", False))
             recipe = recipe_from_transcript(path, host=args.host)
         if args.ansible:
             return _write_playbook(args, recipe, path)
@@ -50,6 +51,20 @@ def make_recipe(args) -> int:
               f"`agent fleet {out} --inventory ...`",
               file=sys.stderr)
     return ExitCode.OK
+
+
+def _trusted_record(path: Path, accept_unsealed: bool) -> None:
+    """A recipe is what the canary's record proves, so the record must be the one written: refused when its
+    chain or seal is broken, and when this machine's key did not seal it unless --accept-unsealed (then
+    said on stderr, since an edit with recomputed hashes would not show)."""
+    from agent.record.transcript import untrusted, verify  # lazy: per command
+
+    check = verify(path)
+    refused = untrusted(path, check, accept_unsealed, "a recipe")
+    if refused:
+        raise SessionConfigError(refused)
+    if not check.sealed:
+        print(f"agent: warning: {path}: {check.seal_summary()}; read as it is (--accept-unsealed)", file=sys.stderr)
 
 
 def _output(args) -> Path:

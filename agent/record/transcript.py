@@ -10,6 +10,10 @@ A record that cannot be written (a full disk, a read-only filesystem, an I/O err
 transcript or an artifact beside it) raises `RecordWriteError` with one line saying what to
 do. From then on only the `session_end` is still tried: a session must not run steps it
 cannot record, and the lines already written stay a valid chain.
+
+Each line is also sealed: an HMAC under this machine's record key is its last field, and the first
+line names the key (agent/record/seal.py says why and what that proves). `verify` says which of
+sealed, not sealed, sealed by another key, or seal broken at line N a transcript is.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from agent.errors import RecordWriteError
 
 # The redactor's home is agent/record/redact.py; these names stay importable from here.
 from agent.record.redact import REDACTED, Redactor, StreamRedactor  # noqa: F401
+from agent.record.seal import KEY_ENV, Seal, SealKeyError, has_mac, load_seal
 from tools.base import ArtifactStore
 
 SCHEMA_VERSION = 1
@@ -59,9 +64,18 @@ class TranscriptWriter:
     cut off, before anything else is written.
     """
 
-    def __init__(self, path: Path | None, redactor: Redactor | None = None):
+    def __init__(self, path: Path | None, redactor: Redactor | None = None, seal: Seal | None | bool = True):
+        """`seal`: True (this machine's record key, made on first use), a Seal, or None/False (unsealed:
+        only for records nobody reads as proof, such as a replay's, which has no file)."""
         self.path = path
         self.redactor = redactor or Redactor()
+        self._seal: Seal | None = None
+        if path is not None and seal:
+            try:
+                self._seal = load_seal(create=True) if seal is True else seal
+            except SealKeyError as e:
+                raise RecordWriteError(str(e)) from None
+            self.redactor.add(self._seal.text)  # the key never reaches the record, an artifact or the screen
         self._lock = threading.Lock()
         self._chain = ("", 0, 0)  # (prev hash, next seq, file size)
         self._pending: _Pending | None = None
@@ -113,6 +127,8 @@ class TranscriptWriter:
             prev, seq, size = self._chain
             event = {"v": SCHEMA_VERSION, "seq": seq, "t": round(time.time(), 6), "type": type_, "prev": prev}
             event.update(self.redactor.value(fields))
+            if seq == 0 and self._seal is not None:
+                event["seal"] = self._seal.header()
             if self._file is None:
                 self._chain = (prev, seq + 1, size)
                 self._closed = type_ == "session_end"
@@ -123,6 +139,8 @@ class TranscriptWriter:
                 line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_json_default).encode()
             except UnicodeEncodeError:  # text that is not valid Unicode: keep it, escaped, rather than crash
                 line = json.dumps(event, ensure_ascii=True, separators=(",", ":"), default=_json_default).encode()
+            if self._seal is not None:
+                line = self._seal.seal_line(line)
             pending = self._pending = _Pending(size, len(line) + 1, line_hash(line), seq + 1, type_ == "session_end")
             try:
                 self._write_whole(line + b"\n")  # unbuffered: on disk (page cache) when this returns
@@ -257,22 +275,67 @@ def iter_events(path: Path) -> Iterator[dict]:
                 raise TranscriptError(f"{path}:{n}: not a JSON line ({e.msg})") from None
 
 
+# What `verify` found of the seal.
+SEALED = "sealed"          # every line carries this machine's key's MAC
+UNSEALED = "unsealed"      # no seal: written before sealing, or by a writer without one
+OTHER_KEY = "other_key"    # sealed by a key this machine does not hold as its own
+NO_KEY = "no_key"          # sealed, but this machine has no record key to check it with
+BROKEN = "broken"          # a line's MAC is not this key's, or missing: changed after it was written
+ACCEPT_UNSEALED = "--accept-unsealed"
+
+
 @dataclass
 class VerifyReport:
-    ok: bool
+    ok: bool  # the chain holds, an end event closes it, and no seal is broken (an unsealed record can be ok)
     events: int
     problems: list[str]
     ended: bool
     status: str | None
+    seal: str = UNSEALED
+    seal_line: int | None = None  # the first line whose seal is broken
+    key_id: str | None = None  # the key the first line names
+    cut_line: bool = False  # a last line without its newline that does not parse (a kill while writing) was left out
+
+    @property
+    def sealed(self) -> bool:
+        return self.seal == SEALED
+
+    def damage(self) -> list[str]:
+        """The problems but a missing end (how a killed session stops, not damage)."""
+        return [p for p in self.problems if not p.startswith("no session_end")]
+
+    def seal_summary(self) -> str:
+        """What the seal proves, in one honest line."""
+        if self.seal == SEALED:
+            return "sealed by this machine's key: intact" + (" up to its last whole line" if self.cut_line else "")
+        if self.seal == BROKEN:
+            return f"seal broken at line {self.seal_line}: the record was changed after it was written"
+        why = {UNSEALED: "written before sealing, or its seal removed",
+               OTHER_KEY: f"sealed by another key ({self.key_id}): another machine's, or this one's before a new key",
+               NO_KEY: f"sealed by key {self.key_id}, and this machine has no record key to check it"}[self.seal]
+        chain = "hash chain intact but " if not self.damage() else ""
+        return (f"{chain}NOT sealed by this machine's key ({why}): an edit with recomputed hashes "
+                f"would not be detected" + (f"; set {KEY_ENV} to the key that wrote it to check the seal"
+                                            if self.seal in (OTHER_KEY, NO_KEY) else ""))
 
 
-def verify(path: Path) -> VerifyReport:
-    """Check every line parses, the hash chain holds, seq is contiguous and an end event closes it."""
+def verify(path: Path, seal: Seal | None | bool = True) -> VerifyReport:
+    """Check every line parses, the hash chain holds, seq is contiguous, an end event closes it, and the
+    seal: every line's MAC under this machine's record key (`seal`: True reads it, never makes one).
+
+    A last line cut short by a kill (no newline, not JSON) is left out: the lines before it are checked."""
     problems: list[str] = []
     prev = ""
     count = 0
     ended = False
     status = None
+    try:
+        local = load_seal(create=False) if seal is True else (seal or None)
+    except SealKeyError:
+        local = None  # an unusable key checks nothing: said as "no record key"
+    checking: Seal | None = None
+    state, seal_line, key_id, cut = UNSEALED, None, None, False
+    first = True
     with open(path, "rb") as f:
         for n, raw in enumerate(f, 1):
             line = raw.rstrip(b"\n")
@@ -281,13 +344,41 @@ def verify(path: Path) -> VerifyReport:
             try:
                 ev = json.loads(line)
             except json.JSONDecodeError as e:
+                if not raw.endswith(b"\n"):  # only the last piece lacks it: a line a kill cut short
+                    cut = True
+                    break
                 problems.append(f"line {n}: not valid JSON ({e.msg})")
+                ev = None
+            if first:
+                first = False
+                header = ev.get("seal") if isinstance(ev, dict) else None
+                if isinstance(header, dict):
+                    key_id = str(header.get("key_id"))
+                    if local is None:
+                        state = NO_KEY
+                    elif header.get("alg") != "hmac-sha256" or key_id != local.key_id:
+                        state = OTHER_KEY
+                    else:
+                        state, checking = SEALED, local
+            if state == SEALED and checking is not None:
+                good = checking.check_line(line)
+                if not good:
+                    state, seal_line = BROKEN, n
+                    problems.append(f"line {n}: seal broken: " + ("the line has no MAC, though its record is sealed "
+                                    "(a line added or rewritten)" if good is None else "its MAC is not this key's "
+                                    "over it (the line was changed; the hashes after it may have been recomputed)"))
+            elif state == UNSEALED and has_mac(line):
+                # MACs without the first line's header: the header was taken out to pass as unsealed.
+                state, seal_line = BROKEN, 1
+                problems.append(f"line 1: seal broken: its seal header was removed (line {n} carries a MAC)")
+            if ev is None:
                 prev = line_hash(line)
                 continue
             if ended:
                 problems.append(f"line {n}: event after session_end")
             if ev.get("prev") != prev:
-                problems.append(f"line {n - 1} was changed or removed: line {n} holds a different hash of it")
+                problems.append(f"line {n - 1} was changed or removed: line {n} holds a different hash of it" if count
+                                else f"line {n}: not the start of a record's chain (its prev is not empty)")
             if ev.get("seq") != count:
                 problems.append(f"line {n}: seq {ev.get('seq')} where {count} was expected")
             if ev.get("v") != SCHEMA_VERSION:
@@ -299,7 +390,23 @@ def verify(path: Path) -> VerifyReport:
             count += 1
     if not ended:
         problems.append("no session_end event: the session did not close its transcript")
-    return VerifyReport(ok=not problems, events=count, problems=problems, ended=ended, status=status)
+    return VerifyReport(ok=not problems, events=count, problems=problems, ended=ended, status=status,
+                        seal=state, seal_line=seal_line, key_id=key_id, cut_line=cut)
+
+
+def untrusted(path: Path, report: VerifyReport, accept_unsealed: bool, use: str) -> str | None:
+    """Why a record cannot be the ground of `use` (a recipe, a resumed run), in one line; None: it can.
+
+    A broken chain or seal is refused always. A record not sealed by this machine's key (an older one,
+    another machine's, or one whose seal was stripped: they cannot be told apart) only with
+    --accept-unsealed, since an edit with recomputed hashes would not show in it."""
+    damage = report.damage()
+    if damage:
+        return f"{path}: the record is not intact ({damage[0]}); {use} is read only from a record that verifies"
+    if report.sealed or accept_unsealed:
+        return None
+    return (f"{path}: {report.seal_summary()}; {use} is read only from a record sealed by this machine's key: "
+            f"run again with {ACCEPT_UNSEALED} if you trust this file as it is")
 
 
 def default_transcript_dir() -> Path:
@@ -385,7 +492,7 @@ def linked_part(path: Path, start: dict) -> tuple[Path | None, str | None]:
     if part.last_hash != link.get("last_hash"):
         return candidate, f"the earlier part {candidate} was changed after this part began: its last line's hash differs"
     # Its own chain must hold too (a killed part has no session_end: that is how it stopped, not damage).
-    damage = [p for p in verify(candidate).problems if not p.startswith("no session_end")]
+    damage = verify(candidate).damage()
     if damage:
         return candidate, f"the earlier part {candidate} was changed after this part began: {damage[0]}"
     return candidate, None
