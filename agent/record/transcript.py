@@ -334,6 +334,7 @@ def verify(path: Path, seal: Seal | None | bool = True) -> VerifyReport:
     except SealKeyError:
         local = None  # an unusable key checks nothing: said as "no record key"
     checking: Seal | None = None
+    seal_problems: list[str] = []
     state, seal_line, key_id, cut = UNSEALED, None, None, False
     first = True
     with open(path, "rb") as f:
@@ -364,13 +365,13 @@ def verify(path: Path, seal: Seal | None | bool = True) -> VerifyReport:
                 good = checking.check_line(line)
                 if not good:
                     state, seal_line = BROKEN, n
-                    problems.append(f"line {n}: seal broken: " + ("the line has no MAC, though its record is sealed "
+                    seal_problems.append(f"line {n}: seal broken: " + ("the line has no MAC, though its record is sealed "
                                     "(a line added or rewritten)" if good is None else "its MAC is not this key's "
                                     "over it (the line was changed; the hashes after it may have been recomputed)"))
             elif state == UNSEALED and has_mac(line):
                 # MACs without the first line's header: the header was taken out to pass as unsealed.
                 state, seal_line = BROKEN, 1
-                problems.append(f"line 1: seal broken: its seal header was removed (line {n} carries a MAC)")
+                seal_problems.append(f"line 1: seal broken: its seal header was removed (line {n} carries a MAC)")
             if ev is None:
                 prev = line_hash(line)
                 continue
@@ -390,6 +391,7 @@ def verify(path: Path, seal: Seal | None | bool = True) -> VerifyReport:
             count += 1
     if not ended:
         problems.append("no session_end event: the session did not close its transcript")
+    problems += seal_problems  # after the chain's: an edit in place is named first by the hash it broke
     return VerifyReport(ok=not problems, events=count, problems=problems, ended=ended, status=status,
                         seal=state, seal_line=seal_line, key_id=key_id, cut_line=cut)
 

@@ -71,11 +71,14 @@ def test_replay_reuses_recorded_operator_answers(tmp_path):
 
 
 def _rewrite(path: Path, out: Path, edit) -> None:
-    """Write a copy with `edit(event)` applied, re-chaining the hashes (a careful forger)."""
+    """Write a copy with `edit(event)` applied, re-chaining the hashes and dropping the seal it cannot
+    forge (a careful forger: the record then reads as unsealed, and replay must still catch the edit)."""
     prev = ""
     with open(out, "w") as f:
         for ev in iter_events(path):
             ev = edit(ev) or ev
+            ev.pop("mac", None)
+            ev.pop("seal", None)
             ev["prev"] = prev
             line = json.dumps(ev, separators=(",", ":"))
             prev = line_hash(line.encode())

@@ -251,3 +251,16 @@ def test_agent_resume_refuses_a_forged_part_and_an_unsealed_one_without_the_flag
     r = agent(tmp_path, "resume", str(stripped))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--accept-unsealed" in r.stderr, r.stderr
     assert "NOT sealed" in r.stderr
+
+
+def test_replay_re_drives_a_sealed_record_and_stops_at_a_forged_one(data_home, tmp_path):
+    from agent.record.replay import replay
+    from tools import default_tools
+    from tools.base import Registry
+
+    canary = sealed_canary(tmp_path / "canary.jsonl")
+    assert replay(canary, Registry(default_tools())).ok
+    forged = tmp_path / "forged.jsonl"
+    line = forge(canary, forged, PIN, FORGED)
+    report = replay(forged, Registry(default_tools()))
+    assert not report.ok and f"line {line}: seal broken" in report.message, report.message
