@@ -25,7 +25,8 @@ from tools.base import Action, BackupRecord, Risk
 CUDA_PREFIX = "/usr/local/cuda"
 _PIP = re.compile(r"pip[0-9.]*")
 _PYTHON = re.compile(r"python[0-9.]*")
-_APT = re.compile(r"(apt|apt-get|aptitude):")
+# The system package managers whose installs a backup records and compares, but does not put back.
+_APT = re.compile(r"(apt|apt-get|aptitude|dnf|yum|microdnf|zypper|rpm):")
 _TOOLKIT_PACKAGE = re.compile(r"cuda-(toolkit|[0-9])|cuda$|cuda=")
 
 

@@ -79,3 +79,14 @@ def test_a_command_of_unknown_effect_keeps_the_rule_of_any_backup_of_the_host():
     command = "systemctl restart sglang"
     gate = scripted(Authorization(host="gpu1", command=command), backups=[backup("/opt/venv/bin/python")])
     assert decide(gate, "ssh_exec", {"command": command}).allowed
+
+
+def test_every_system_package_manager_needs_a_rule_that_says_irreversible():
+    # The red team found dnf unknown as a package manager (apt was known): its installs ran on any backup.
+    for command in ("sudo -n dnf install -y htop", "yum install -y htop", "zypper install -y htop"):
+        gate = scripted(Authorization(host="gpu1", command=command), backups=[backup("/usr/bin/python3")])
+        d = decide(gate, "ssh_exec", {"command": command})
+        assert (d.verdict.value, d.rule) == ("deny", "irreversible"), (command, d.reason)
+        gate = scripted(Authorization(host="gpu1", command=command, irreversible=True),
+                        backups=[backup("/usr/bin/python3")])
+        assert decide(gate, "ssh_exec", {"command": command}).allowed, command
