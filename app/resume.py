@@ -33,7 +33,7 @@ from pathlib import Path
 
 from agent.errors import SessionConfigError, interruption_reason
 from agent.goal import Goal, GoalError, load_goal
-from agent.journal import OUTCOME_UNKNOWN, Intent, unknown_outcomes
+from agent.journal import OUTCOME_UNKNOWN, Intent, changed_hosts, unknown_outcomes
 from agent.loop import Outcome, Session
 from agent.record.transcript import Part, TranscriptError, new_transcript_path, read_part, untrusted, verify
 
@@ -100,6 +100,7 @@ class Rebuilt:
         self.session_approvals = session.gate.session_approvals()
         self.unknown = unknown
         self.store = store
+        self.measured = session.gate.measured.facts()  # the gate's benchmark labels and changed hosts
 
 
 def rebuild(part: Part) -> Rebuilt:
@@ -189,8 +190,8 @@ def _go_on(args, part: Part, goal: Goal, rebuilt: Rebuilt) -> int:
     path = Path(args.transcript_out) if args.transcript_out else new_transcript_path("resume")
     view = JsonLines() if args.json else make_view(verbosity=getattr(args, "verbosity", None))
     built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,
-                          plan=bool((start.get("policy") or {}).get("plan")), budget=goal_budget(goal),
-                          transcript=path, listeners=[view], sims=_sims(part, goal),
+                          baselines=goal.baselines(), plan=bool((start.get("policy") or {}).get("plan")),
+                          budget=goal_budget(goal), transcript=path, listeners=[view], sims=_sims(part, goal),
                           start_info={"goal": goal.goal, "goal_file": start["goal_file"], "command": "run",
                                       "resumes": part.link()})
     with busy(view):
@@ -232,7 +233,8 @@ def _execute(goal: Goal, session: Session, part: Part, rebuilt: Rebuilt):
             session.resume_from({"from": str(part.path), "messages": rebuilt.messages,
                                  "backups": [b.model_dump(mode="json") for b in backups],
                                  "dropped_backups": dropped, "unknown": [u.as_record() for u in rebuilt.unknown],
-                                 "store": rebuilt.store})
+                                 "changed_hosts": changed_hosts(part.events), "store": rebuilt.store,
+                                 "measured": rebuilt.measured})
             outcome = session.send(resume_message(part, inspections, backups, dropped, rebuilt.unknown))
         except KeyboardInterrupt as e:
             outcome = Outcome("interrupted", interruption_reason(e))
@@ -329,8 +331,9 @@ def _resume_chat(args, part: Part) -> int:
         carried = _confirm_approvals(chat, rebuilt.session_approvals)
         session.resume_from({"from": str(part.path), "messages": rebuilt.messages,
                              "backups": [b.model_dump(mode="json") for b in backups], "dropped_backups": dropped,
-                             "unknown": [u.as_record() for u in rebuilt.unknown], "store": rebuilt.store,
-                             "session_approvals": [list(k) for k in carried]})
+                             "unknown": [u.as_record() for u in rebuilt.unknown],
+                             "changed_hosts": changed_hosts(part.events), "store": rebuilt.store,
+                             "measured": rebuilt.measured, "session_approvals": [list(k) for k in carried]})
         chat.pending_notes.append(resume_message(part, inspections, backups, dropped, rebuilt.unknown, "chat"))
         for d in dropped:
             chat.view.warn(f"backup {d['backup_id']} of {d['host']} is no longer usable: {d['problem']}")
