@@ -335,7 +335,11 @@ def _claims(c: ClaimCheck) -> list[Any]:
 
 def _summary(r: Report, claims: ClaimCheck) -> Facts:
     v = r.verification
-    integrity = ([Mark("hash chain verified", "ok"), f", {v.events} events"] if v.ok else
+    # The chain alone proves no more than that nobody edited it carelessly: the seal says whether it is this
+    # machine's key that wrote it (agent/record/seal.py), and the report says which.
+    sealed = getattr(v, "seal", None) == "sealed"
+    integrity = ([Mark("hash chain verified", "ok"), f", {v.events} events; "]
+                 + [Mark(v.seal_summary(), "ok" if sealed else "warn")] if v.ok else
                  [Mark("DAMAGED", "bad"), f" ({v.events} events): " + "; ".join(v.problems[:5])])
     rows: list[tuple[str, Inline]] = [("Transcript", Code(str(r.transcript))), ("Integrity", integrity)]
     if len(r.parts) > 1 or r.link_problem:

@@ -207,7 +207,9 @@ def test_summary_outcome_and_final_answer(upgrade):
     end = events(upgrade.path, "session_end")[0]
     assert md.startswith("# Session report: Upgrade the CUDA toolkit to 13.0 beside 12.8 and move torch to cu130.")
     assert f"| **Transcript** | `{upgrade.path}` |" in md
-    assert f"| **Integrity** | **hash chain verified**, {end['seq'] + 1} events |" in md
+    # Written here, so sealed by this machine's key, and the report says so (the chain alone proves less).
+    assert (f"| **Integrity** | **hash chain verified**, {end['seq'] + 1} events; **sealed by this machine's key: "
+            "intact** |") in md
     assert "| **Status** | **done**: final answer |" in md
     assert (f"| **Totals** | {end['turns']} turns, {end['calls']} calls proposed ({end['tool_calls']} run, 2 refused, "
             f"0 malformed, 0 failed), {end['tokens']} tokens, ") in md
