@@ -38,12 +38,12 @@ def cmd_tools(args) -> int:
 
 def cmd_show(args) -> int:
     from agent.record.timeline import steps  # lazy: per command
-    from agent.record.transcript import TranscriptError, verify  # lazy: per command
+    from agent.record.transcript import TranscriptError, first_event, verify  # lazy: per command
 
     path = Path(args.transcript)
     if not path.exists():
         return _fail(f"no transcript at {path}")
-    if not args.verify and (_first_event_of(path) or {}).get("command") == "fleet":
+    if not args.verify and (first_event(path) or {}).get("command") == "fleet":
         return _show_fleet(path, args)
     if args.report or args.html:
         from agent.report import build_report, render_html, write_report  # lazy: per command
@@ -96,15 +96,6 @@ def cmd_show(args) -> int:
     except TranscriptError as e:
         return _fail(str(e), ExitCode.FAILED)
     return ExitCode.OK
-
-
-def _first_event_of(path: Path) -> dict | None:
-    try:
-        with open(path, "rb") as f:
-            event = json.loads(f.readline())
-    except (OSError, ValueError):
-        return None
-    return event if isinstance(event, dict) else None
 
 
 def _show_fleet(path: Path, args) -> int:

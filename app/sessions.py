@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from agent.record.transcript import default_transcript_dir, line_hash
+from agent.record.transcript import default_transcript_dir, first_event, line_hash
 from agent.report.build import MAX_PARTS, operator_request
 from app.exit_codes import ExitCode
 
@@ -76,7 +76,7 @@ def sessions(where: Path) -> list[dict]:
 
 def summary(path: Path) -> dict | None:
     """One transcript's status, hosts, goal and start; None when it is not a transcript."""
-    start = _first_event(path)
+    start = first_event(path)
     if start is None or start.get("type") != "session_start":
         return None
     tail = _last_events(path)
@@ -118,7 +118,7 @@ def _earlier_parts(path: Path, start: dict) -> tuple[list[tuple[Path, dict]], st
         last = _last_line(earlier)
         if last is None or line_hash(last) != link.get("last_hash"):
             return chain, f"the earlier part {earlier} was changed after this part began: its last line's hash differs"
-        earlier_start = _first_event(earlier)
+        earlier_start = first_event(earlier)
         if earlier_start is None:
             return chain, f"the earlier part {earlier} has no session_start"
         chain.insert(0, (earlier, earlier_start))
@@ -172,15 +172,6 @@ def _status(end: dict | None, result: dict | None) -> tuple[str, str]:
     if result is not None:
         return ("finished" if result.get("exit_code") == 0 else "failed"), result.get("reason") or ""
     return ("finished" if status == "done" else "failed"), reason if status != "done" else ""
-
-
-def _first_event(path: Path) -> dict | None:
-    try:
-        with open(path, "rb") as f:
-            line = f.readline()
-        return json.loads(line)
-    except (OSError, ValueError):
-        return None
 
 
 def _last_events(path: Path) -> list[dict]:

@@ -263,6 +263,16 @@ class TranscriptError(ValueError):
     pass
 
 
+def first_event(path: Path) -> dict | None:
+    """A transcript's first event (its session_start), read alone; None when the file holds none."""
+    try:
+        with open(path, "rb") as f:
+            event = json.loads(f.readline())
+    except (OSError, ValueError):
+        return None
+    return event if isinstance(event, dict) else None
+
+
 def iter_events(path: Path) -> Iterator[dict]:
     """Events of a transcript, one at a time (constant memory)."""
     with open(path, "rb") as f:

@@ -12,14 +12,13 @@ record does not hold stays None, to be reported as missing, never guessed.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from pathlib import Path
 from typing import Any
 
 from agent.model.protocol import CUT_OFF_REASONS
-from agent.record.transcript import iter_events, linked_part, read_part, verify
+from agent.record.transcript import first_event, iter_events, linked_part, read_part, verify
 from agent.report.data import (Backup, Comparison, PackageChange, PackageDiff, PartInfo, Report, Step, ToolkitRow,
                                ToolkitView)
 from tools.pip_freeze_backup import parse_freeze
@@ -45,16 +44,6 @@ def session_chain(path: Path) -> tuple[list[Path], str | None]:
             return chain, f"the earlier part {earlier} links back to a later one: the chain is read from there on"
         chain.insert(0, earlier)
     return chain, f"more than {MAX_PARTS} parts: the oldest are left out"
-
-
-def first_event(path: Path) -> dict | None:
-    """A transcript's first event (its session_start), or None when the file holds none."""
-    try:
-        with open(path, "rb") as f:
-            event = json.loads(f.readline())
-    except (OSError, ValueError):
-        return None
-    return event if isinstance(event, dict) else None
 
 
 def build_report(path: Path) -> Report:
