@@ -48,8 +48,9 @@ class Verdict:
 def read_end(session: Session, goal: Goal | None, outcome: Outcome,
              failures: list[str] | None = None, run_checks: bool = True) -> bool | None:
     """Read what the hosts show at the end, and run the goal's checks where the session got that far;
-    whether every check passed (None when none ran). A dry run changed nothing and reads nothing."""
-    if session.gate.plan:
+    whether every check passed (None when none ran). A dry run changed nothing and reads nothing; a chat
+    reads what it changed before the operator turned /plan on."""
+    if session.gate.plan and goal is not None:
         return None
     if goal is None or outcome.status == "interrupted" or not run_checks:
         changed = sorted(session.changed_hosts & set(session.gate.scope))

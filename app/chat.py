@@ -288,7 +288,7 @@ class Chat:
     def read_end(self, ending: Outcome) -> None:
         """However the operator leaves, what the changed hosts show now is read and recorded
         (agent/finish.py), so the report says what the host shows, not what the steps suggest."""
-        if self.session.changed_hosts & set(self.session.gate.scope) and not self.session.gate.plan:
+        if self.session.changed_hosts & set(self.session.gate.scope):
             self.view.info("reading the final state of the changed hosts… (Ctrl-C skips it)")
         finish(self.session, ending)
 
