@@ -66,7 +66,7 @@ def finish(session: Session, outcome: Outcome, goal: Goal | None = None) -> Verd
     try:
         checks_ok = read_end(session, goal, outcome, failures)
     except KeyboardInterrupt as e:
-        outcome = Outcome("interrupted", f"{interruption_reason(e)} while the final state was read")
+        outcome = Outcome("interrupted", f"{interruption_reason(e)} during the final checks")
     session.ending = outcome
     if goal is None:
         return None
