@@ -194,6 +194,11 @@ class _Analysis(_Statements, _SimpleCommands, _Pipes, _Redirections, _Expansions
 
     def analyze_source(self, data: bytes) -> Node:
         root = self.parse(data)
+        joined = _joining_continuation(root, data)
+        if joined is not None:
+            self.add(MUTATING, "line-continuation",
+                     f"a backslash-newline inside the word `{joined}`: bash joins the two lines into one word, "
+                     f"the parser reads two; write the word on one line", structural=True)
         repaired, repaired_root = data, root
         for _ in range(_MAX_NESTING):
             offset = _swallowed_newline(repaired_root, repaired)
@@ -258,3 +263,34 @@ class _Analysis(_Statements, _SimpleCommands, _Pipes, _Redirections, _Expansions
             _scan_python(self.nested(via, decoded=text), text)
         else:
             _scan_embedded_commands(self.nested(via, decoded=text), text, language)
+
+
+# Nodes in which a backslash-newline is either kept as text (single quotes, here-documents, comments) or
+# removed by the classifier's own unquoting as bash removes it (double quotes).
+_CONTINUATION_KEPT = frozenset({"raw_string", "ansi_c_string", "string", "heredoc_body", "heredoc_content", "comment"})
+
+
+def _joining_continuation(root: Node, data: bytes) -> str | None:
+    """The text around the first backslash-newline that joins two pieces of one word (`/de\\⏎v/watchdog`
+    is `/dev/watchdog` to bash, where tree-sitter-bash ends the word at the backslash), or None."""
+    start = data.find(b"\\\n")
+    while start != -1:
+        run = start
+        while run > 0 and data[run - 1:run] == b"\\":
+            run -= 1
+        escaped = (start - run) % 2 == 1  # `\\` then a newline: a literal backslash, the newline ends the word
+        before, after = data[run - 1:run], data[start + 2:start + 3]
+        if not escaped and before and after and not before.isspace() and not after.isspace() \
+                and before not in b";|&()<>" and not _inside(root, start, _CONTINUATION_KEPT):
+            return data[max(0, run - 12):start + 14].decode("utf-8", "replace").replace("\\\n", "\\⏎")
+        start = data.find(b"\\\n", start + 2)
+    return None
+
+
+def _inside(root: Node, offset: int, kinds: frozenset[str]) -> bool:
+    node = root.descendant_for_byte_range(offset, offset + 1)
+    while node is not None:
+        if node.type in kinds:
+            return True
+        node = node.parent
+    return False

@@ -81,27 +81,48 @@ def _system_dir_hit(arg: Arg) -> str | None:
 
 # --------------------------------------------------------------------------- reading and running paths
 
-_PROC_ROOT = re.compile(r"^/proc/[^/]+/root(?=/|$)")
-_PROC_UNKNOWN = re.compile(r"^/proc/[^/]+/(cwd|fd/\d+|map_files)(?=/|$)")
+# /proc/PID/root and /proc/PID/task/TID/root (thread-self is a task too) open the root as that process sees it.
+_PROC_ROOT = re.compile(r"^/proc/[^/]+/(task/[^/]+/)?root(?=/|$)")
+_PROC_UNKNOWN = re.compile(r"^/proc/[^/]+/(task/[^/]+/)?(cwd|fd/\d+|map_files)(?=/|$)")
+
+
+def tilde_user(path: str) -> str | None:
+    """The `~name` a path starts with, when it is not the login user's own `~` or `~/`: bash replaces it
+    with that user's home (or $PWD, $OLDPWD for `~+`, `~-`), a directory the text cannot know."""
+    if not path.startswith("~") or path == "~" or path.startswith("~/"):
+        return None
+    return path.split("/", 1)[0]
+
+
+def _parent_after(path: str) -> str | None:
+    """The component a `..` follows, when one does: the kernel goes up from wherever that component
+    leads, and it may be a symlink (`/var/run/../dev` is `/dev`, `/sys/dev/char/10:130/..` is anywhere)."""
+    previous = None
+    for part in path.split("/"):
+        if part == ".." and previous not in (None, "", ".", ".."):
+            return previous
+        if part not in ("", "."):
+            previous = part
+    return None
 
 
 def normalize(path: str, cwd: str | None = "/") -> str | None:
-    """The path the kernel opens, read lexically: `//`, `/./` and `..` resolved, `/proc/PID/root/x`
-    read as `/x`. None when it cannot be known here: relative to an unknown directory, or through
-    `/proc/PID/cwd`. Relative paths are read against cwd."""
+    """The path the kernel opens, read lexically: `//` and `/./` resolved, `~/` read as the login
+    directory, `/proc/PID/root/x` read as `/x`. None when it cannot be known here: relative to an
+    unknown directory, a `~name` home, through `/proc/PID/cwd`, or a `..` after a component (the
+    component may be a symlink, and `..` goes up from where it leads). Relative paths are read
+    against cwd."""
+    if path.startswith("~"):
+        if tilde_user(path) is not None:
+            return None
+        path = "/~" + path[1:]  # the login directory, as the analysis' cwd names it
     if not path.startswith("/"):
         if cwd is None:
             return None
         path = cwd.rstrip("/") + "/" + path
-    parts: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if parts:
-                parts.pop()
-            continue
-        parts.append(part)
+    if _parent_after(path) is not None:
+        return None
+    parts = [part for part in path.split("/") if part not in ("", ".", "..")]  # `/..` is `/`
     norm = "/" + "/".join(parts)
     if norm == "/var/run" or norm.startswith(("/var/run/", "/var/lock/")):
         norm = "/run" + norm[len("/var/run"):] if norm.startswith("/var/run") else "/run/lock" + norm[len("/var/lock"):]
@@ -115,6 +136,19 @@ def normalize(path: str, cwd: str | None = "/") -> str | None:
     return norm
 
 
+def _unknown_path(path: str) -> str:
+    """Why normalize could not place path, with what to write instead."""
+    user = tilde_user(path)
+    if user is not None:
+        return (f"`{path}` starts in the home directory of `{user}`, which the command's text cannot know "
+                f"(`~sys` is /dev on Debian); write the absolute path")
+    parent = _parent_after(path)
+    if parent is not None:
+        return (f"`{path}` goes up (`..`) from wherever `{parent}` leads, which may be a symlink to anywhere; "
+                f"write the path without `..`")
+    return f"`{path}` resolves through a directory the classifier cannot know"
+
+
 # Device files that only produce or swallow bytes: reading them changes nothing.
 _READABLE_DEVICES = frozenset(
     {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/stdin", "/dev/tty"}
@@ -122,7 +156,7 @@ _READABLE_DEVICES = frozenset(
 _READABLE_DEVICE_PATTERN = re.compile(r"/dev/fd/\d+|/proc/self/fd/\d+|/proc/thread-self/fd/\d+")
 # Files under /proc and /sys whose reading takes data others need or arms something.
 _CONSUMING_READS = re.compile(
-    r"^/proc/kmsg$|^/proc/sysrq-trigger$|^/proc/[^/]+/(mem|clear_refs|pagemap)$|/trace_pipe(_raw)?$|"
+    r"^/proc/kmsg$|^/proc/sysrq-trigger$|^/proc/[^/]+/(task/[^/]+/)?(mem|clear_refs|pagemap)$|/trace_pipe(_raw)?$|"
     r"^/sys/kernel/(debug|tracing)/|^/proc/acpi/|^/sys/firmware/|^/proc/bus/|^/dev/|^/run/initctl$|\.fifo$|"
     r"^/run/systemd/initctl/fifo$|^/run/dmeventd-(client|server)$|/fifo$"
 )
@@ -138,7 +172,7 @@ def read_risk(path: str | None, cwd: str | None = "/") -> tuple[RiskClass, str, 
         return MUTATING, "unknown-path", "a path the classifier cannot resolve (relative to an unknown directory)"
     norm = normalize(path, cwd)
     if norm is None:
-        return MUTATING, "unknown-path", f"`{path}` resolves through a directory the classifier cannot know"
+        return MUTATING, "unknown-path", _unknown_path(path)
     if norm in _READABLE_DEVICES or _READABLE_DEVICE_PATTERN.fullmatch(norm):
         return None
     if _CONSUMING_READS.search(norm):
@@ -155,14 +189,77 @@ _SIDE_EFFECT_SAMPLES = (
     "/proc/acpi/event", "/proc/bus/pci", "/sys/kernel/tracing/trace_pipe", "/sys/kernel/tracing/per_cpu/cpu0/trace_pipe",
     "/sys/kernel/debug/tracing/trace_pipe", "/sys/kernel/debug/dri/0/amdgpu_gpu_recover", "/sys/firmware/efi",
     "/run/initctl", "/run/systemd/initctl/fifo", "/run/dmeventd-client", "/run/dmeventd-server", "/dev/watchdog",
-    "/dev/watchdog0", "/dev/char/10:130", "/dev/mem",
+    "/dev/watchdog0", "/dev/char/10:130", "/dev/mem", "/proc/1/task/1/mem", "/proc/self/task/1/mem",
 )
 
 
 def _glob_matches(pattern: str, path: str) -> bool:
     """Whether bash could expand pattern to path: component by component, `*` never crossing a `/`."""
     wanted, parts = pattern.split("/"), path.split("/")
-    return len(wanted) == len(parts) and all(fnmatch.fnmatchcase(p, w) for w, p in zip(wanted, parts))
+    return len(wanted) == len(parts) and all(_component_regex(w).fullmatch(p) for w, p in zip(wanted, parts))
+
+
+_BRACKET = re.compile(r"\[(!|\^)?(\]?([^\]\[]|\[:[a-z]+:\]|\[=.=\]|\[\.[^]]*\.\]|\[)*)\]")
+_CLASS_SETS = {"alpha": "a-zA-Z", "alnum": "a-zA-Z0-9", "digit": "0-9", "lower": "a-z", "upper": "A-Z",
+               "xdigit": "0-9a-fA-F", "space": " \\t\\n\\r\\f\\v", "blank": " \\t", "punct": "!-/:-@\\[-`{-~",
+               "word": "a-zA-Z0-9_"}
+
+
+def _component_regex(pattern: str) -> re.Pattern[str]:
+    """One path component's glob as bash reads it: `*`, `?`, brackets with `!`/`^` and POSIX classes
+    (`[[:alpha:]]`, which fnmatch does not know). A bracket this cannot read matches any character,
+    so an unusual pattern is judged by what it might match, never by what it surely does not."""
+    out, index = [], 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\" and index + 1 < len(pattern):
+            out.append(re.escape(pattern[index + 1]))
+            index += 2
+            continue
+        if char == "*":
+            out.append(".*")
+        elif char == "?":
+            out.append(".")
+        elif char == "[":
+            bracket = _BRACKET.match(pattern, index)
+            if bracket is None:
+                out.append(re.escape(char))
+            else:
+                out.append(_bracket_regex(bracket.group(0)))
+                index = bracket.end()
+                continue
+        else:
+            out.append(re.escape(char))
+        index += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+def _bracket_regex(bracket: str) -> str:
+    body = bracket[1:-1]
+    negated = body[:1] in ("!", "^")
+    body = body[1:] if negated else body
+    items: list[str] = []
+    index = 0
+    while index < len(body):
+        named = re.match(r"\[:([a-z]+):\]", body[index:])
+        if named:
+            if named.group(1) not in _CLASS_SETS:
+                return "."  # cntrl, graph, print...: read as any character
+            items.append(_CLASS_SETS[named.group(1)])
+            index += named.end()
+            continue
+        if body[index] == "[" and body[index + 1:index + 2] in ("=", "."):
+            return "."  # equivalence classes and collating symbols depend on the locale
+        if index + 2 < len(body) and body[index + 1] == "-":
+            items.append(re.escape(body[index]) + "-" + re.escape(body[index + 2]))
+            index += 3
+            continue
+        items.append(re.escape(body[index]))
+        index += 1
+    try:
+        return re.compile(("[^" if negated else "[") + "".join(items) + "]").pattern
+    except re.error:
+        return "."
 
 
 def pattern_read_risk(pattern: str | None, cwd: str | None = "/") -> tuple[RiskClass, str, str] | None:
@@ -171,11 +268,19 @@ def pattern_read_risk(pattern: str | None, cwd: str | None = "/") -> tuple[RiskC
         return MUTATING, "unknown-path", "a path known only when the command runs"
     norm = normalize(pattern, cwd)
     if norm is None:
-        return MUTATING, "unknown-path", f"`{pattern}` resolves through a directory the classifier cannot know"
+        return MUTATING, "unknown-path", _unknown_path(pattern)
     hit = next((sample for sample in _SIDE_EFFECT_SAMPLES if _glob_matches(norm, sample)), None)
     if hit is not None:
         return MUTATING, "side-effect-read", f"the pattern `{pattern}` may name {hit}, which is consumed or acts when read"
-    return read_risk(norm.split("*")[0].split("?")[0].split("[")[0] + "x", "/") if norm.startswith("/dev/") else None
+    parts = norm.split("/")
+    if len(parts) > 4 and _glob_matches("/".join(parts[:2]), "/proc") and any(
+            _glob_matches(parts[3], name) for name in ("root", "cwd", "fd", "map_files", "task")):
+        return MUTATING, "unknown-path", (f"the pattern `{pattern}` may lead through /proc/PID/root, cwd or a task's, "
+                                          f"to a place the classifier cannot know")
+    if len(parts) > 2 and _glob_matches(parts[1], "dev"):  # `/d[[:alpha:]]v/x` may be any device
+        fixed = "/".join(parts[2:])
+        return read_risk("/dev/" + re.split(r"[*?\[]", fixed, maxsplit=1)[0] + "x", "/")
+    return None
 
 
 # World-writable places where anyone may have put a program; a command run from there is not the

@@ -8,7 +8,7 @@ from typing import Callable
 
 from agent.safety.classifier.command import MUTATING, Analysis, Arg, _Cmd
 from agent.safety.classifier.options import REMOTE, RUN_TIME_WORD, Parsed, Spec
-from agent.safety.classifier.paths import pattern_read_risk, read_risk
+from agent.safety.classifier.paths import normalize, pattern_read_risk, read_risk
 from tools.base import RiskClass
 
 # --------------------------------------------------------------------------- handlers
@@ -129,12 +129,32 @@ def judge_by_spec(an: Analysis, cmd: _Cmd, spec: Spec, operands: OperandCheck | 
         return None
     if spec.files and not files_read_ok(an, cmd.prog, parsed.operands, shown):
         return None
+    if spec.files and not _bounded_reads(an, cmd, parsed, shown):
+        return None
     if operands is not None and not operands(an, cmd, parsed):
         # the check said why, as a rule of its own; this one only makes sure something is said
         an.add(MUTATING, f"{cmd.prog}:operands", f"`{shown}` with these operands is not read-only", structural=True)
         return None
     an.allow(cmd, label, check_globs=not spec.read_only_options)
     return parsed
+
+
+# Devices that never reach the end of the file: a reader that reads to the end runs forever.
+_ENDLESS = frozenset({"/dev/zero", "/dev/urandom", "/dev/random", "/dev/full"})
+# The options that bound how much a reader takes (`head -c 64 /dev/urandom`, `od -N 16`).
+_BOUNDING = {"head": ("--bytes",), "od": ("--read-bytes",)}
+
+
+def _bounded_reads(an: Analysis, cmd: _Cmd, parsed: Parsed, shown: str) -> bool:
+    if any(parsed.values(name) for name in _BOUNDING.get(cmd.prog, ())):
+        return True
+    endless = next((a.text for a in parsed.operands if not a.pattern and normalize(a.text or "", an.cwd) in _ENDLESS),
+                   None)
+    if endless is None:
+        return True
+    an.add(MUTATING, f"{cmd.prog}:unbounded", f"`{shown}` reads `{endless}` to its end, which it never reaches; "
+                                              f"read a bounded amount with `head -c N {endless}`")
+    return False
 
 
 def files_read_ok(an: Analysis, prog: str, files: list[Arg], shown: str | None = None) -> bool:

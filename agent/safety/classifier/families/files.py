@@ -151,9 +151,11 @@ HEAD = Spec("head", "-c|--bytes= -n|--lines= -q|--quiet|--silent -v|--verbose -z
             + _HELP_VERSION, files=True)
 TAIL = Spec(
     "tail",
-    "-c|--bytes= -f|--follow[=] -F -n|--lines= --max-unchanged-stats= --pid= -q|--quiet|--silent --retry "
-    "-s|--sleep-interval= -v|--verbose -z|--zero-terminated -NUM ---disable-inotify ---presume-input-pipe "
+    "-c|--bytes= -f|--follow[=]!follow -F!follow -n|--lines= --max-unchanged-stats= --pid= -q|--quiet|--silent "
+    "--retry -s|--sleep-interval= -v|--verbose -z|--zero-terminated -NUM ---disable-inotify ---presume-input-pipe "
     + _HELP_VERSION,
+    # a read that never ends holds the session; the sandbox's time limit would cut it off as a failure
+    effects={"follow": Effect(MUTATING, "follows the file and never ends; read its last lines with `tail -n N`")},
     files=True,
 )
 WC = Spec(

@@ -52,6 +52,8 @@ def _runfile(an: Analysis, path: str, args: list[Arg], launcher: str | None = No
 _SMI_SET = Effect(MUTATING, "changes a GPU setting")
 _SMI_FILE = Effect(MUTATING, "writes its output to a file")  # the file is judged as a write too
 _SMI_EFFECTS = {
+    # a loop prints until it is stopped: the session would wait on it, and a time limit ends it as a failure
+    "loop": Effect(MUTATING, "repeats its query until stopped and never ends; query once, without -l"),
     "file": _SMI_FILE,
     # the encrypted debug log goes to the file named
     "debug": Effect(MUTATING, "writes an encrypted debug log to a file"),
@@ -73,7 +75,7 @@ NVIDIA_SMI = Spec(
     "nvidia-smi",
     # help, lists and queries
     "-h|--help --version -L|--list-gpus -B|--list-excluded-gpus -col|--columns -a -q|--query -u|--unit "
-    "-x|--xml-format --dtd -d|--display= -i|--id= -l|--loop= -lms|--loop-ms= "
+    "-x|--xml-format --dtd -d|--display= -i|--id= -l|--loop=!loop -lms|--loop-ms=!loop "
     "--query-gpu= --query-supported-clocks= --query-compute-apps= --query-accounted-apps= "
     "--query-retired-pages= --query-remapped-rows= --format= -eow|--error-on-warning --get-hostname "
     "--help-query-gpu --help-query-supported-clocks --help-query-compute-apps --help-query-accounted-apps "
@@ -101,6 +103,8 @@ def _sub(label: str, options: str, effects: dict[str, Effect] | None = None) -> 
 
 
 _SUB_EFFECTS = {
+    # a loop prints until it is stopped: the session would wait on it, and a time limit ends it as a failure
+    "loop": Effect(MUTATING, "repeats its query until stopped and never ends; query once, without -l"),
     "file": _SMI_FILE,
     "set": _SMI_SET,
     "counters": Effect(MUTATING, "resets or reprograms hardware counters"),
@@ -126,8 +130,8 @@ _NVSMI_SUBCOMMANDS = {
                        "-gLowPwrInfo|-getLowPowerInfo|--getLowPowerInfo"),
     "clocks": _sub("clocks", "-h|--help -i|--id= --sync-boost-list --sync-boost-add=!set --sync-boost-remove=!set "
                              "-som|--sparse-operation-mode=!set", _SUB_EFFECTS),
-    "encodersessions": _sub("encodersessions", "-h|--help -i|--id= -l|--loop="),
-    "fbcsessions": _sub("fbcsessions", "-h|--help -i|--id= -l|--loop="),
+    "encodersessions": _sub("encodersessions", "-h|--help -i|--id= -l|--loop=!loop", _SUB_EFFECTS),
+    "fbcsessions": _sub("fbcsessions", "-h|--help -i|--id= -l|--loop=!loop", _SUB_EFFECTS),
     "drain": _sub("drain", "-h|--help -p|--pciid= -q|--query -m|--modify=!drain -r|--remove!remove "
                            "-d|--discover!discover", _SUB_EFFECTS),
     "dmon": _sub("dmon", "-h|--help -i|--id= -d|--delay= -c|--count= -s|--select= --gpm-metrics= --gpm-options= "
@@ -171,7 +175,7 @@ _NVSMI_SUBCOMMANDS = {
     "vgpu": _sub("vgpu", "-h|--help -i|--id= -gi|--gpu-instance-id= -q|--query -u|--utilization --gpm-metrics= "
                          "-p|--pmon -s|--supported -c|--creatable -es|--encodersessions -m|--migrationcap "
                          "-ss|--schedulerstate -sc|--schedulercaps -sl|--schedulerlogs "
-                         "--query-vgpu-scheduler-logs= -v|--verbose -l|--loop= -lms|--loop-ms= "
+                         "--query-vgpu-scheduler-logs= -v|--verbose -l|--loop=!loop -lms|--loop-ms=!loop "
                          "--query-accounted-apps= -fs|--fbcsessions -ghm|--get-heterogeneous-mode -tm|--matrix "
                          "-p2p|--p2pstatus= --query-gpu-instance-vgpu-scheduler-logs= --format= "
                          "-f|--filename=!file -caa|--clear-accounted-apps!set -shm|--set-heterogeneous-mode=!set "

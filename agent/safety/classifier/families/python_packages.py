@@ -46,7 +46,9 @@ def _pip_spec(label: str, options: str = "", files: bool = False) -> Spec:
 PIP = Spec("pip", _PIP_GENERAL, style="optparse", effects=_PIP_EFFECTS, stop_at_operand=True,
            not_options=_PIP_NOT_OPTIONS)
 _PIP_SUBCOMMANDS = {
-    "list": _pip_spec("list", _PIP_INDEX + "-o|--outdated!network -u|--uptodate!network -e|--editable -l|--local --user --path= "
+    # pip list asks the index for --outdated and --uptodate, and its version check asks the index -i names
+    "list": _pip_spec("list", "-i|--index-url=!network --extra-index-url=!network --no-index "
+                              "-f|--find-links=!network -o|--outdated!network -u|--uptodate!network -e|--editable -l|--local --user --path= "
                               "--pre --format= --not-required --exclude-editable --include-editable --exclude="),
     "freeze": _pip_spec("freeze", "-r|--requirement= -l|--local --user --path= --all --exclude-editable --exclude="),
     "show": _pip_spec("show", "-f|--files"),
@@ -223,7 +225,12 @@ def _conda(an: Analysis, cmd: _Cmd) -> None:
         an.add(MUTATING, f"{cmd.prog}:unknown", f"`{cmd.prog}` with options before its subcommand is not read-only")
     elif sub is None and all(t in ("--version", "-V", "--help", "-h") for t in cmd.texts):
         an.allow(cmd)
-    elif sub in ("list", "info", "search") or (sub == "env" and second == "list") or (
+    elif sub == "search" and not any(a.text == "--offline" for a in cmd.args):
+        an.add(MUTATING, f"{cmd.prog}:search", f"`{cmd.prog} search` asks its channels over the network (the "
+                                               f"configured ones, or any `-c` names): hosts outside the session; "
+                                               f"add --offline to search the local cache")
+    elif sub in ("list", "info") or (sub == "search" and not any(
+            (a.text or "").startswith(("-c", "--channel", "--override")) for a in cmd.args)) or (sub == "env" and second == "list") or (
         sub == "config" and _conda_config_reads(cmd.args[len(leading) + 1:])
     ):
         an.allow(cmd, f"{cmd.prog} {sub}")

@@ -61,6 +61,9 @@ PROBE_CALLS = frozenset(
         "json.dumps", "pprint.pprint", "struct.calcsize",
     }
 )
+# Probe calls that open and read the file an argument names (`platform.libc_ver("/dev/watchdog")` reads
+# it, arming the watchdog): allowed only without arguments, where they read the interpreter itself.
+_OPENS_ITS_ARGUMENT = {"platform.libc_ver"}
 # importlib.import_module imports by name: only names of the probe packages.
 _IMPORTING_CALLS = {"importlib.import_module", "importlib.util.find_spec"}
 PURE_BUILTINS = frozenset(
@@ -241,6 +244,9 @@ class _Checker:
         if name is not None:
             if name not in PROBE_CALLS:
                 raise _NotAProbe(f"it calls `{name}`, which is not a version or device query")
+            if name in _OPENS_ITS_ARGUMENT and (node.args or node.keywords):
+                raise _NotAProbe(f"`{name}` with an argument opens the file it names, which may be a device; "
+                                 f"call it without arguments")
             if name in _IMPORTING_CALLS:
                 argument = node.args[0] if node.args else None
                 if not (isinstance(argument, ast.Constant) and isinstance(argument.value, str)):

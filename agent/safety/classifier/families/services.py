@@ -105,14 +105,16 @@ JOURNALCTL = Spec(
     "--cursor-file=!cursor -b|--boot[=] -u|--unit= --user-unit= -t|--identifier= -T|--exclude-identifier= "
     "-p|--priority= --facility= -g|--grep= --case-sensitive[=] -k|--dmesg -o|--output= --output-fields= "
     "-n|--lines[=] -r|--reverse --show-cursor --utc -x|--catalog --no-hostname --no-full -l|--full -a|--all "
-    "-f|--follow --no-tail -q|--quiet --no-pager -e|--pager-end --interval= --verify-key= --force "
+    "-f|--follow!follow --no-tail -q|--quiet --no-pager -e|--pager-end --interval= --verify-key= --force "
     "-h|--help --version -N|--fields -F|--field= --list-boots --disk-usage --vacuum-size=!write "
     "--vacuum-files=!write --vacuum-time=!write --verify --sync!write --relinquish-var!write "
     "--smart-relinquish-var!write --flush!write --rotate!write --header --list-catalog --dump-catalog "
     "--update-catalog!write --setup-keys!write --new-id128 --list-namespaces --invocation= -I "
     "--list-invocations --synchronize-on-exit=",
     effects={"remote": _REMOTE, "image": _IMAGE, "write": _JOURNAL_WRITE,
-             "cursor": Effect(MUTATING, "writes the cursor of the last entry shown to a file")},
+             "cursor": Effect(MUTATING, "writes the cursor of the last entry shown to a file"),
+             "follow": Effect(MUTATING, "waits for new entries and never ends; read the last ones with "
+                                        "`journalctl -n N --no-pager`")},
 )
 _LINES = re.compile(r"\+?[0-9]+|all")
 _BOOT = re.compile(r"[+-]?[0-9]+|[0-9a-fA-F]{32}([+-][0-9]+)?|all")

@@ -376,10 +376,12 @@ def _run_wrapper(an: Analysis, cmd: _Cmd, wrapped: _Wrapped) -> None:
     if inner is None and wrapped.sources:
         inner = wrapped.sources[0].text
     what = f"runs `{_excerpt(inner, 80)}`" if inner else wrapped.note
+    # watch repeats its command until stopped: say how to run it once
+    bounded = "; run the command once, without watch" if cmd.prog == "watch" else ""
     an.add(
         MUTATING,
         f"wrapper:{cmd.prog}",
-        f"`{cmd.prog}` {what}; a wrapper is never read-only, whatever it runs",
+        f"`{cmd.prog}` {what}; a wrapper is never read-only, whatever it runs{bounded}",
         structural=True,
         decoded=inner,
     )
@@ -435,7 +437,37 @@ def _timeout(an: Analysis, cmd: _Cmd) -> None:
             or ("/" in cmd.name and not trusted_program_path(cmd.name))):
         _wrapper_handler(an, cmd)
         return
+    unbounded = _unbounded_timeout(parsed, duration or "")
+    if unbounded is not None:
+        an.add(MUTATING, "timeout:unbounded", unbounded)
     an.inner_words(parsed.operands[1:], "timeout", cmd.stdin)
+
+
+# Signals whose default action ends the process. The others (STOP, CONT, TSTP, CHLD, WINCH, URG...)
+# stop it or do nothing, so the command runs on past its "limit".
+_ENDING_SIGNALS = frozenset({"HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "IOT", "BUS", "FPE", "KILL", "USR1",
+                             "SEGV", "USR2", "PIPE", "ALRM", "TERM", "STKFLT", "XCPU", "XFSZ", "VTALRM", "PROF",
+                             "IO", "POLL", "PWR", "SYS"})
+_ENDING_NUMBERS = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 25, 26, 27, 29, 30, 31})
+
+
+def _unbounded_timeout(parsed, duration: str) -> str | None:
+    """Why this timeout sets no limit, or None: a zero duration disables it, and a signal that does not
+    end the command (`-s CONT`, `-s STOP`) leaves it running."""
+    if float(re.match(r"\d+(\.\d+)?", duration).group()) == 0:
+        return f"`timeout {duration}` sets no time limit at all, so the command may never end; give a duration (`timeout 30`)"
+    for value in parsed.values("--signal"):
+        name = (value.text or "").upper().removeprefix("SIG")
+        if not (name in _ENDING_SIGNALS or (name.isdigit() and int(name) in _ENDING_NUMBERS)):
+            return (f"`timeout -s {value.text}` sends a signal that does not end the command, so it may never end; "
+                    f"leave -s out (TERM) or use -s KILL")
+    return None
+
+
+@_handles("yes")
+def _yes(an: Analysis, cmd: _Cmd) -> None:
+    an.add(MUTATING, "unbounded:yes", "`yes` prints its line forever and never ends; print a fixed number of lines "
+                                      "with `printf` instead")
 
 
 @_handles("env")
