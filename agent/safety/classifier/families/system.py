@@ -217,7 +217,6 @@ _DESTRUCTIVE_SIMPLE = {
     "kexec": "`kexec` boots another kernel",
     "init": "`init` changes the runlevel (0 halts, 6 reboots)",
     "telinit": "`telinit` changes the runlevel (0 halts, 6 reboots)",
-    "kill": "`{prog}` sends signals that stop running processes",
     "pkill": "`{prog}` sends signals that stop running processes",
     "killall": "`{prog}` sends signals that stop running processes",
     "killall5": "`{prog}` sends signals that stop running processes",
@@ -267,6 +266,19 @@ for _name, _reason in _DESTRUCTIVE_SIMPLE.items():
     _HANDLERS[_name] = _simple(DESTRUCTIVE, _reason)
 for _name, _reason in _MUTATING_SIMPLE.items():
     _HANDLERS[_name] = _simple(MUTATING, _reason)
+
+
+# `kill -0 PID` sends no signal: the kernel only checks that the process exists and may be signalled.
+# Every other form (a signal, -l's listing aside, which kill -0 is not) is the destructive one above.
+@_handles("kill")
+def _kill(an: Analysis, cmd: _Cmd) -> None:
+    texts = cmd.texts
+    if len(texts) >= 2 and texts[0] in ("-0", "-s0", "-n0") and all(t is not None and re.fullmatch(r"[0-9]+", t)
+                                                                       for t in texts[1:]):
+        an.allow(cmd, "kill -0")
+        return
+    an.add(DESTRUCTIVE, "destructive:kill", "`kill` sends signals that stop running processes")
+
 
 
 # util-linux swapon: --show and --summary list the swap areas; anything else enables swap.
