@@ -632,7 +632,8 @@ def test_the_sim_is_a_machine_of_its_own(sim):
     host = SimHost(sim.host_spec("gpu-box-7"))
     alone = run(host, "ps aux").stdout.splitlines()
     assert len(alone) == 2 and alone[1].split()[1] == "1" and alone[1].endswith(" ps aux"), alone
-    r = run(host, "sleep 30 & ps aux; kill %1")
+    # Wait until the background child has exec'd sleep: until then ps shows it as a second copy of the shell.
+    r = run(host, 'sleep 30 & until [ "$(cat /proc/$!/comm)" = sleep ]; do :; done; ps aux; kill %1')
     lines = r.stdout.splitlines()
     assert lines[0].split()[:2] == ["USER", "PID"]
     commands = [line.split(None, 10)[10] for line in lines[1:]]

@@ -99,6 +99,9 @@ class HostSpec:
     max_sessions: int = 8  # commands at once; below OpenSSH's MaxSessions of 10
     trust_host_key: str | None = None  # a fingerprint the operator trusts explicitly (SHA256:...)
     identity_file: str | None = None  # a private key offered before those of ~/.ssh/config and the agent
+    # "auto": the gate's auto-run reads run inside the read sandbox (tools/sandbox); "off": the operator
+    # opted out for this host, and the transcript says so.
+    read_sandbox: Literal["auto", "off"] = "auto"
 
     def path(self) -> str:
         return ":".join([*self.path_prefix, DEFAULT_PATH])

@@ -1,0 +1,749 @@
+"""The read sandbox's host side: shipped with each auto-run command and run by the host's own python3.
+
+    python3 -I -S -c SOURCE POLICY -- bash --noprofile --norc -c COMMAND
+
+POLICY is `key=value` pairs joined by `;` (mechanism, timeout_s, max_output, scratch_mb, ports as 80,8000):
+json, socket and threading cost more to import than the rest of the sandbox takes to set up.
+    python3 -I -S -c SOURCE --probe
+
+Standard library only and Python 3.6 syntax: it must run on any stock Ubuntu or RHEL GPU host as it is.
+It never runs the command without the sandbox: a step that fails stops with exit 126 and a line on stderr.
+
+Mechanisms, chosen by what the host allows (the first that works):
+
+  namespaces (root with CAP_SYS_ADMIN): a mount namespace in which every mount is read-only, nodev and
+      nosuid; a /dev of its own with only null, zero, full, random, urandom, tty, the fd links and the
+      GPU's nodes; a size-limited scratch tmpfs at /dev/shm (TMPDIR); then the command runs as a uid of
+      its own with no capability but CAP_DAC_READ_SEARCH (it reads every file, and owns nothing: it can
+      signal, trace or renice no process of the host, and a daemon sees a uid with no rights). Where the
+      classifier allowed a loopback read, a network namespace of its own whose loopback ports are relayed
+      to the host's 127.0.0.1 only.
+  landlock (anyone, kernel 5.13+): Landlock allows reading everywhere but /dev, the listed device nodes,
+      and writing only to a private scratch directory; the kernel resolves every path (symlinks, ..,
+      /proc/PID/root) before it checks.
+
+Both add no_new_privs and a seccomp filter: no new namespaces, mounts, modules, kexec, bpf, perf,
+io_uring, keyrings, ptrace or handle-based opens, and sockets only of the families the policy allows
+(netlink always: ss and ip read through it; no IP socket outside a private network namespace).
+The supervisor bounds wall-clock time and output, and kills what the command left behind.
+"""
+
+import ctypes
+import errno
+import os
+import select
+import signal
+import struct
+import sys
+import time
+
+STATUS = "upgrade-agent-sandbox: "
+SANDBOX_UID = 1999999999  # a uid no host account uses: the command owns nothing of the host
+EXIT_SETUP, EXIT_TIME, EXIT_OUTPUT = 126, 124, 125
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+# mount(2) flags
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWIPC = 0x20000, 0x40000000, 0x08000000
+
+PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_SET_SECCOMP, PR_CAPBSET_DROP = 1, 8, 22, 24
+PR_SET_SECUREBITS, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 28, 36, 38, 47
+PR_CAP_AMBIENT_RAISE, PR_CAP_AMBIENT_CLEAR_ALL = 2, 4
+CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN = 2, 21
+# SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | ..._LOCKED | SECBIT_KEEP_CAPS_LOCKED
+SECUREBITS = 0x1 | 0x2 | 0x4 | 0x8 | 0x20
+
+# Devices a read may open: harmless ones, and the GPU's (nvidia-smi, NVML, CUDA need them).
+PLAIN_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+
+
+def gpu_devices():
+    try:
+        names = os.listdir("/dev")
+    except OSError:
+        return []
+    keep = []
+    for name in sorted(names):
+        if name == "nvidiactl" or name.startswith("nvidia-uvm") or (name.startswith("nvidia") and name[6:].isdigit()):
+            keep.append(name)
+    return keep
+
+
+class SetupError(Exception):
+    pass
+
+
+def check(ret, what):
+    if ret < 0:
+        e = ctypes.get_errno()
+        raise SetupError("%s: %s" % (what, os.strerror(e)))
+    return ret
+
+
+def status(message):
+    try:
+        os.write(2, (STATUS + message + "\n").encode())
+    except OSError:
+        pass
+
+
+# ---- seccomp ---------------------------------------------------------------------------------------------------
+
+ARCH = os.uname().machine
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# name: (x86_64, aarch64); None where the architecture has no such call.
+SYSCALLS = {
+    "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41), "chroot": (161, 51),
+    "unshare": (272, 97), "setns": (308, 268), "bpf": (321, 280), "perf_event_open": (298, 241),
+    "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218),
+    "kexec_load": (246, 104), "kexec_file_load": (320, 294), "init_module": (175, 105),
+    "finit_module": (313, 273), "delete_module": (176, 106), "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426), "io_uring_register": (427, 427), "open_by_handle_at": (304, 265),
+    "name_to_handle_at": (303, 264), "ptrace": (101, 117), "process_vm_writev": (311, 271),
+    "reboot": (169, 142), "swapon": (167, 224), "swapoff": (168, 225), "settimeofday": (164, 170),
+    "clock_settime": (227, 112), "clock_adjtime": (305, 266), "adjtimex": (159, 171),
+    "sethostname": (170, 161), "setdomainname": (171, 162), "iopl": (172, None), "ioperm": (173, None),
+    "acct": (163, 89), "quotactl": (179, 60), "mknod": (133, None), "mknodat": (259, 33),
+    "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432), "move_mount": (429, 429),
+    "open_tree": (428, 428), "mount_setattr": (442, 442), "userfaultfd": (323, 282), "vhangup": (153, 58),
+    "syslog": (103, 116), "fanotify_init": (300, 262), "migrate_pages": (256, 238), "move_pages": (279, 239),
+    "process_madvise": (440, 440), "uselib": (134, None), "lookup_dcookie": (212, 18),
+}
+# Calls refused in every mode.
+DENIED = [name for name in SYSCALLS]
+# Calls that change a file's metadata: refused where the command runs as the host's own uid (Landlock does not
+# cover them); in the namespace mode the read-only mounts and the foreign uid refuse them already.
+METADATA = {
+    "chmod": (90, None), "fchmod": (91, 52), "fchmodat": (268, 53), "fchmodat2": (452, 452),
+    "chown": (92, None), "fchown": (93, 55), "lchown": (94, None), "fchownat": (260, 54),
+    "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7), "removexattr": (197, 14),
+    "lremovexattr": (198, 15), "fremovexattr": (199, 16), "utime": (132, None), "utimes": (235, None),
+    "utimensat": (280, 88), "futimesat": (261, None),
+}
+# Calls allowed only on the caller itself (first argument 0) where the command runs as the host's own uid:
+# renicing, pinning or re-limiting another process of the same user changes it.
+SELF_ONLY = {
+    "setpriority": ((141, 140), 1), "sched_setaffinity": ((203, 122), 0), "ioprio_set": ((251, 30), 1),
+    "sched_setscheduler": ((144, 119), 0), "sched_setparam": ((142, 118), 0), "sched_setattr": ((314, 274), 0),
+}
+SOCKET = (41, 198)
+CLONE = (56, 220)
+CLONE3 = (435, 435)
+CLONE_NEW_MASK = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK = 1, 2, 10, 16
+
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_JSET_K, BPF_RET_K, BPF_ALU_AND_K = 0x20, 0x15, 0x35, 0x45, 0x06, 0x54
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+
+
+def bpf(code, k, jt=0, jf=0):
+    return struct.pack("HBBI", code, jt, jf, k & 0xFFFFFFFF)
+
+
+def seccomp_program(families, same_uid):
+    """The filter: refuse what no read needs. `families`: socket families allowed."""
+    index = 0 if ARCH == "x86_64" else 1
+    if ARCH not in AUDIT_ARCH:
+        raise SetupError("no seccomp table for the %s architecture" % ARCH)
+    eperm = SECCOMP_RET_ERRNO | errno.EPERM
+    prog = [bpf(BPF_LD_W_ABS, 4), bpf(BPF_JEQ_K, AUDIT_ARCH[ARCH], 1, 0), bpf(BPF_RET_K, SECCOMP_RET_KILL_PROCESS),
+            bpf(BPF_LD_W_ABS, 0)]
+    if ARCH == "x86_64":  # the x32 ABI numbers every call again from 0x40000000: none of it
+        prog += [bpf(BPF_JGE_K, 0x40000000, 0, 1), bpf(BPF_RET_K, eperm)]
+    denied = [SYSCALLS[n][index] for n in DENIED]
+    if same_uid:
+        denied += [METADATA[n][index] for n in METADATA]
+    for nr in denied:
+        if nr is not None:
+            prog += [bpf(BPF_JEQ_K, nr, 0, 1), bpf(BPF_RET_K, eperm)]
+    prog += [bpf(BPF_JEQ_K, CLONE3[index], 0, 1), bpf(BPF_RET_K, SECCOMP_RET_ERRNO | errno.ENOSYS)]
+    # clone: no new namespace (libc then cannot fall back to clone3's flags either)
+    prog += [bpf(BPF_JEQ_K, CLONE[index], 0, 4), bpf(BPF_LD_W_ABS, 16), bpf(BPF_JSET_K, CLONE_NEW_MASK, 0, 1),
+             bpf(BPF_RET_K, eperm), bpf(BPF_RET_K, SECCOMP_RET_ALLOW)]
+    if same_uid:
+        for name, (numbers, argi) in SELF_ONLY.items():
+            nr = numbers[index]
+            # nr? then load the argument: 0 is "this process", allowed; anything else refused
+            prog += [bpf(BPF_JEQ_K, nr, 0, 4), bpf(BPF_LD_W_ABS, 16 + 8 * argi), bpf(BPF_JEQ_K, 0, 0, 1),
+                     bpf(BPF_RET_K, SECCOMP_RET_ALLOW), bpf(BPF_RET_K, eperm)]
+    # socket(domain, type, ...): only the families allowed; IP sockets only for TCP (no UDP: no DNS, no egress)
+    eacces = SECCOMP_RET_ERRNO | errno.EACCES
+    checks = [bpf(BPF_LD_W_ABS, 16)]
+    plain = [f for f in families if f not in (AF_INET, AF_INET6)]
+    ip = [f for f in families if f in (AF_INET, AF_INET6)]
+    for fam in plain:
+        checks += [bpf(BPF_JEQ_K, fam, 0, 1), bpf(BPF_RET_K, SECCOMP_RET_ALLOW)]
+    for i, fam in enumerate(ip):
+        # jump over the remaining IP tests and the refusal to the type check
+        checks.append(bpf(BPF_JEQ_K, fam, len(ip) - i, 0))
+    checks.append(bpf(BPF_RET_K, eacces))
+    if ip:
+        checks += [bpf(BPF_LD_W_ABS, 24), bpf(BPF_ALU_AND_K, 0xF), bpf(BPF_JEQ_K, 1, 0, 1),  # SOCK_STREAM
+                   bpf(BPF_RET_K, SECCOMP_RET_ALLOW), bpf(BPF_RET_K, eacces)]
+    prog += [bpf(BPF_JEQ_K, SOCKET[index], 0, len(checks))] + checks
+    prog.append(bpf(BPF_RET_K, SECCOMP_RET_ALLOW))
+    return prog
+
+
+def install_seccomp(families, same_uid):
+    prog = seccomp_program(families, same_uid)
+    if len(prog) > 4096:
+        raise SetupError("seccomp program too long")
+    buf = ctypes.create_string_buffer(b"".join(prog))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
+    check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    check(libc.prctl(PR_SET_SECCOMP, 2, ctypes.addressof(fprog), 0, 0), "seccomp")
+
+
+# ---- Landlock --------------------------------------------------------------------------------------------------
+
+LL_CREATE, LL_ADD, LL_RESTRICT = 444, 445, 446
+LL_EXECUTE, LL_WRITE_FILE, LL_READ_FILE, LL_READ_DIR = 1, 2, 4, 8
+LL_IOCTL_DEV = 1 << 15
+LL_NET_BIND, LL_NET_CONNECT = 1, 2
+LL_SCOPE_ABSTRACT_UNIX, LL_SCOPE_SIGNAL = 1, 2
+
+
+def landlock_abi():
+    abi = libc.syscall(LL_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return abi if abi > 0 else 0
+
+
+def fs_mask(abi):
+    mask = (1 << 13) - 1  # ABI 1: execute .. make_sym
+    if abi >= 2:
+        mask |= 1 << 13  # refer
+    if abi >= 3:
+        mask |= 1 << 14  # truncate
+    if abi >= 5:
+        mask |= LL_IOCTL_DEV
+    return mask
+
+
+def stat_is_dir(fd):
+    import stat as st
+    return st.S_ISDIR(os.fstat(fd).st_mode)
+
+
+def landlock_restrict(abi, scratch, ports):
+    handled = fs_mask(abi)
+    net = (LL_NET_BIND | LL_NET_CONNECT) if abi >= 4 else 0
+    scoped = (LL_SCOPE_ABSTRACT_UNIX | LL_SCOPE_SIGNAL) if abi >= 6 else 0
+    attr = struct.pack("QQQ", handled, net, scoped)
+    size = 8 if abi < 4 else (16 if abi < 6 else 24)
+    buf = ctypes.create_string_buffer(attr[:size])
+    rs = check(libc.syscall(LL_CREATE, buf, ctypes.c_size_t(size), ctypes.c_uint32(0)), "landlock ruleset")
+    read = (LL_EXECUTE | LL_READ_FILE | LL_READ_DIR) & handled
+
+    def allow(path, access):
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            if not stat_is_dir(fd):  # a file takes only the rights that apply to files
+                access &= LL_EXECUTE | LL_WRITE_FILE | LL_READ_FILE | (1 << 14) | LL_IOCTL_DEV
+            rule = ctypes.create_string_buffer(struct.pack("=Qi", access & handled, fd))
+            check(libc.syscall(LL_ADD, ctypes.c_int(rs), ctypes.c_int(1), rule, ctypes.c_uint32(0)),
+                  "landlock rule for " + path)
+        finally:
+            os.close(fd)
+
+    for entry in sorted(os.listdir("/")):
+        if entry != "dev":
+            allow("/" + entry, read)
+    allow("/dev", LL_READ_DIR)
+    node = LL_READ_FILE | LL_WRITE_FILE | LL_IOCTL_DEV
+    for name in PLAIN_DEVICES + tuple(gpu_devices()):
+        if os.path.exists("/dev/" + name):
+            allow("/dev/" + name, node)
+    allow(scratch, handled & ~LL_EXECUTE & ~LL_IOCTL_DEV | LL_READ_FILE | LL_READ_DIR)
+    if net:
+        for port in ports:
+            rule = ctypes.create_string_buffer(struct.pack("=QQ", LL_NET_CONNECT, port))
+            check(libc.syscall(LL_ADD, ctypes.c_int(rs), ctypes.c_int(2), rule, ctypes.c_uint32(0)),
+                  "landlock port rule")
+    check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    check(libc.syscall(LL_RESTRICT, ctypes.c_int(rs), ctypes.c_uint32(0)), "landlock restrict")
+    os.close(rs)
+    return {"signals_confined": bool(scoped), "tcp_ports_only": bool(net)}
+
+
+# ---- namespaces ------------------------------------------------------------------------------------------------
+
+def has_cap(cap):
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> cap & 1)
+    except OSError:
+        pass
+    return False
+
+
+def mount(src, target, fstype, flags, data=None):
+    enc = lambda s: s.encode() if isinstance(s, str) else s  # noqa: E731
+    check(libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), "mount %s" % target)
+
+
+def unescape(field):
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and field[i + 1:i + 4].isdigit():
+            out.append(chr(int(field[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def mount_points():
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            points.append((unescape(fields[4]), fields[5].split(",")))
+    return points
+
+
+KEEP = {"noexec": MS_NOEXEC, "noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
+
+
+def make_read_only(skip):
+    """Every mount read-only, nodev and nosuid, keeping the flags a remount may not clear."""
+    for point, options in mount_points():
+        if point == skip or point.startswith(skip + "/"):
+            continue
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
+        for opt in options:
+            flags |= KEEP.get(opt, 0)
+        if libc.mount(None, point.encode(), None, flags, None) < 0:
+            e = ctypes.get_errno()
+            if e in (errno.ENOENT, errno.EACCES, errno.ENOTDIR):
+                continue  # a mount point hidden under another mount, or gone: not reachable by path either
+            raise SetupError("read-only remount of %s: %s" % (point, os.strerror(e)))
+
+
+def setup_namespaces(stage, scratch_mb, new_net):
+    flags = CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWNET if new_net else 0)
+    check(libc.unshare(flags), "unshare")
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount("sandbox", stage, "tmpfs", MS_NOSUID, "mode=755,size=1m")
+    os.mkdir(stage + "/dev", 0o755)
+    for name in PLAIN_DEVICES + tuple(gpu_devices()):
+        if os.path.exists("/dev/" + name):
+            open(stage + "/dev/" + name, "w").close()
+            mount("/dev/" + name, stage + "/dev/" + name, None, MS_BIND)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, stage + "/dev/" + name)
+    os.mkdir(stage + "/dev/shm", 0o1777)
+    os.mkdir(stage + "/dev/pts", 0o755)
+    make_read_only(stage)
+    mount(stage + "/dev", "/dev", None, MS_BIND | MS_REC)
+    mount(None, "/dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
+    mount("scratch", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=%dm" % scratch_mb)
+    check(libc.umount2(stage.encode(), MNT_DETACH), "detach the staging tree")
+    if new_net:
+        import socket
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        import fcntl
+        ifreq = struct.pack("16sH14s", b"lo", 0x1 | 0x40, b"")  # IFF_UP | IFF_RUNNING
+        fcntl.ioctl(sock.fileno(), 0x8914, ifreq)  # SIOCSIFFLAGS
+        sock.close()
+
+
+def drop_to_reader():
+    """The command's identity: a uid of its own, CAP_DAC_READ_SEARCH alone, and no way back."""
+    for cap in range(64):
+        if cap != CAP_DAC_READ_SEARCH and libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0:
+            if ctypes.get_errno() != errno.EINVAL:
+                raise SetupError("drop capability %d: %s" % (cap, os.strerror(ctypes.get_errno())))
+    # Before the uid changes: with NO_SETUID_FIXUP the change keeps the capabilities, which capset then lowers.
+    check(libc.prctl(PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0), "securebits")
+    os.setgroups([])
+    os.setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+    os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+    bit = 1 << CAP_DAC_READ_SEARCH
+    header = struct.pack("Ii", 0x20080522, 0)
+    data = struct.pack("IIIIII", bit, bit, bit, 0, 0, 0)  # effective, permitted, inheritable (x2 for caps 32-63)
+    capset = {"x86_64": 126, "aarch64": 91}[ARCH]
+    check(libc.syscall(capset, ctypes.create_string_buffer(header), ctypes.create_string_buffer(data)), "capset")
+    check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_READ_SEARCH, 0, 0), "ambient capability")
+
+
+# ---- the loopback relay (namespace mode) -----------------------------------------------------------------------
+
+def send_fd(sock, fd):
+    import socket
+    sock.sendmsg([b"c"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))])
+
+
+def recv_fd(sock):
+    import socket
+    msg, anc, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(4))
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            return struct.unpack("i", data[:4])[0]
+    return -1
+
+
+def pump(a, b):
+    import socket
+    import threading
+    def one_way(src, dst):
+        try:
+            while True:
+                chunk = src.recv(65536)
+                if not chunk:
+                    break
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        for s in (dst,):
+            try:
+                s.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+    t = threading.Thread(target=one_way, args=(b, a), daemon=True)
+    t.start()
+    one_way(a, b)
+    t.join()
+    a.close()
+    b.close()
+
+
+def serve_inside(listeners, channel, lock):
+    """In the sandbox's network namespace: each connection to a relayed port is paired with one the
+    supervisor opened to the same port on the host's 127.0.0.1."""
+    import socket
+    import threading
+    by_fd = {l.fileno(): (l, port) for l, port in listeners}
+    while True:
+        ready, _, _ = select.select(list(by_fd), [], [])
+        for fd in ready:
+            listener, port = by_fd[fd]
+            conn, _ = listener.accept()
+            with lock:
+                channel.sendall(struct.pack("H", port))
+                outside = recv_fd(channel)
+            if outside < 0:
+                conn.close()
+                continue
+            other = socket.socket(fileno=outside)
+            threading.Thread(target=pump, args=(conn, other), daemon=True).start()
+
+
+def serve_outside(channel):
+    """On the host: open a connection to 127.0.0.1:PORT for each request; nothing else is reachable."""
+    import socket
+    while True:
+        try:
+            data = channel.recv(2)
+        except OSError:
+            return
+        if len(data) < 2:
+            return
+        (port,) = struct.unpack("H", data)
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.settimeout(10)
+            s.connect(("127.0.0.1", port))
+            s.settimeout(None)
+            send_fd(channel, s.fileno())
+        except OSError:
+            try:
+                channel.sendmsg([b"x"])
+            except OSError:
+                return
+        finally:
+            s.close()
+
+
+# ---- the command and its supervisor ----------------------------------------------------------------------------
+
+def probe():
+    abi = landlock_abi()
+    euid = os.geteuid()
+    if ARCH not in AUDIT_ARCH:
+        abi = 0  # without a seccomp table there is no sandbox worth the name
+    if euid == 0 and has_cap(CAP_SYS_ADMIN):
+        mechanism = "namespaces"
+    elif abi:
+        mechanism = "landlock"
+    else:
+        mechanism = "none"
+    return {"mechanism": mechanism, "landlock_abi": abi, "uid": euid, "kernel": os.uname().release,
+            "arch": ARCH, "python": "%d.%d" % sys.version_info[:2], "seccomp": ARCH in AUDIT_ARCH}
+
+
+def child_start(policy, mechanism, argv, stage, scratch, out_w, err_w, channel):
+    """Runs in the forked child: build the sandbox, then exec the command. Never returns."""
+    try:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        os.setpgid(0, 0)
+        ports = policy.get("ports") or []
+        families = [AF_NETLINK]
+        if ports:
+            import socket
+            import threading
+        if mechanism == "namespaces":
+            setup_namespaces(stage, policy.get("scratch_mb", 64), bool(ports))
+            if ports:
+                families += [AF_INET, AF_INET6]
+            families.append(AF_UNIX)  # a daemon sees the sandbox's own uid, to which it grants nothing
+            listeners = []
+            for port in ports:
+                for family, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+                    try:
+                        l = socket.socket(family, socket.SOCK_STREAM)
+                        l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                        l.bind((addr, port))
+                        l.listen(16)
+                        listeners.append((l, port))
+                    except OSError:
+                        pass
+            pid = os.fork()
+            if pid:  # the relay stays behind, privileged, running only this code
+                if listeners:
+                    threading.Thread(target=serve_inside, args=(listeners, channel, threading.Lock()),
+                                     daemon=True).start()
+                os.close(out_w)  # the command's output reaches the supervisor from the command alone
+                os.close(err_w)
+                os.dup2(os.open("/dev/null", os.O_RDWR), 0)
+                _, code = os.waitpid(pid, 0)
+                os._exit(os.WEXITSTATUS(code) if os.WIFEXITED(code) else 128 + os.WTERMSIG(code))
+            for l, _ in listeners:
+                l.close()
+            if channel is not None:
+                channel.close()
+            drop_to_reader()
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # a change of credentials cleared it
+            os.environ["TMPDIR"] = "/dev/shm"
+            install_seccomp(families, same_uid=False)
+        else:
+            abi = landlock_abi()
+            if ports and abi >= 4:  # Landlock then limits TCP connections to the allowed ports
+                families += [AF_INET, AF_INET6]
+            landlock_restrict(abi, scratch, ports if abi >= 4 else [])
+            os.environ["TMPDIR"] = scratch
+            install_seccomp(families, same_uid=True)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.closerange(3, 65536)
+        os.environ.pop("PYTHONSAFEPATH", None)
+        os.execvp(argv[0], argv)
+    except SetupError as e:
+        status("cannot set up the read sandbox (%s); the command did not run" % e)
+    except Exception as e:  # noqa: BLE001 - any failure before exec means the command must not run
+        status("cannot set up the read sandbox (%s: %s); the command did not run" % (type(e).__name__, e))
+    os._exit(EXIT_SETUP)
+
+
+def kill_leftovers(pgid):
+    """Kill the command's process group, then every process that was re-parented to this one (the
+    supervisor is a subreaper: whatever the command left running becomes its child)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+    me = str(os.getpid())
+    for _ in range(50):
+        try:
+            while True:  # reap what has ended; ChildProcessError: no child left at all
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+        except ChildProcessError:
+            return
+        children = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if stat[stat.rfind(")") + 2:].split()[1] == me:
+                children.append(int(entry))
+        if not children:
+            return
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        time.sleep(0.01)
+
+
+def run(policy, argv):
+    info = probe()
+    mechanism = policy.get("mechanism") or info["mechanism"]
+    if mechanism == "none" or mechanism not in ("namespaces", "landlock"):
+        status("no read sandbox can be set up on this host (not root, and no Landlock); the command did not run")
+        return EXIT_SETUP
+    if mechanism == "namespaces" and info["mechanism"] != "namespaces":
+        status("the namespace sandbox needs root with CAP_SYS_ADMIN; the command did not run")
+        return EXIT_SETUP
+    timeout = float(policy.get("timeout_s", 600))
+    max_output = int(policy.get("max_output", 32 << 20))
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    base = os.environ.get("TMPDIR") or "/tmp"
+    if not os.path.isdir(base):
+        base = "/tmp"
+    scratch = stage = os.path.join(base, ".upgrade-agent-sandbox-%d-%d" % (os.getpid(), time.time_ns() % 10**9
+                                                                          if hasattr(time, "time_ns") else 0))
+    os.mkdir(scratch, 0o700 if mechanism == "landlock" else 0o755)
+    channel = outside = None
+    if mechanism == "namespaces" and policy.get("ports"):
+        import socket
+        outside, channel = socket.socketpair()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(out_r)
+        os.close(err_r)
+        if outside is not None:
+            outside.close()
+        child_start(policy, mechanism, argv, stage, scratch, out_w, err_w, channel)
+    os.close(out_w)
+    os.close(err_w)
+    if channel is not None:
+        import threading
+        channel.close()
+        threading.Thread(target=serve_outside, args=(outside,), daemon=True).start()
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass
+    streams = {out_r: 1, err_r: 2}
+    written, deadline, stopped, code, grace = 0, time.monotonic() + timeout, None, None, None
+    while streams:
+        now = time.monotonic()
+        if code is None:
+            done, status_code = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                code, grace = status_code, now + 0.2  # what it left running may hold the pipes: not for long
+        if now >= deadline:
+            stopped = "time"
+            break
+        if grace is not None and now >= grace:
+            break
+        try:
+            ready, _, _ = select.select(list(streams), [], [], min(deadline - now, 0.05 if grace else 0.25))
+        except InterruptedError:
+            continue
+        for fd in ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                os.close(fd)
+                del streams[fd]
+                continue
+            if written + len(chunk) > max_output:
+                chunk = chunk[:max(0, max_output - written)]
+                stopped = "output"
+            written += len(chunk)
+            try:
+                os.write(streams[fd], chunk)
+            except OSError:
+                stopped = stopped or "reader"
+            if stopped:
+                break
+        if stopped:
+            break
+    pause = 0.0005
+    while code is None and not stopped:  # the output ended; the command itself may still run (until the bound)
+        done, status_code = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            code = status_code
+        elif time.monotonic() >= deadline:
+            stopped = "time"
+        else:
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+    kill_leftovers(pid)
+    cleanup(scratch, mechanism)
+    if stopped == "time":
+        status("stopped after %g s, the read's time bound: a read that does not end by itself needs a bound "
+               "(timeout N, head -n N, a count such as -c N)" % timeout)
+        return EXIT_TIME
+    if stopped == "output":
+        status("stopped after %d bytes of output, the read's bound: narrow it (grep, head, tail -n N)" % max_output)
+        return EXIT_OUTPUT
+    if os.WIFSIGNALED(code):
+        if os.WTERMSIG(code) == signal.SIGSYS:
+            status("the sandbox's system-call filter stopped the command")
+        return 128 + os.WTERMSIG(code)
+    return os.WEXITSTATUS(code)
+
+
+def cleanup(path, mechanism):
+    if mechanism == "landlock":
+        import shutil
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+
+
+def parse_policy(text):
+    policy = {}
+    for item in filter(None, text.split(";")):
+        key, _, value = item.partition("=")
+        if key == "mechanism":
+            policy[key] = value
+        elif key == "ports":
+            policy[key] = [int(p) for p in value.split(",") if p]
+        elif key in ("timeout_s",):
+            policy[key] = float(value)
+        elif key in ("max_output", "scratch_mb"):
+            policy[key] = int(value)
+        else:
+            raise ValueError("unknown key %r" % key)
+    return policy
+
+
+def main(args):
+    if args[:1] == ["--probe"]:
+        import json
+        sys.stdout.write(json.dumps(probe()) + "\n")
+        return 0
+    if len(args) < 3 or args[1] != "--":
+        status("usage: launcher POLICY_JSON -- COMMAND...")
+        return EXIT_SETUP
+    try:
+        policy = parse_policy(args[0])
+    except ValueError as e:
+        status("the policy %r is not valid (%s)" % (args[0], e))
+        return EXIT_SETUP
+    try:
+        return run(policy, args[2:])
+    except SetupError as e:
+        status("cannot set up the read sandbox (%s); the command did not run" % e)
+        return EXIT_SETUP
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
