@@ -34,7 +34,9 @@ WORK = [  # reads that must work in the sandbox
                         "c = ctypes.c_uint(); print(n.nvmlDeviceGetCount_v2(ctypes.byref(c)), c.value)\""),
 ]
 FAIL = [  # changes that must fail in the sandbox even though the GPU's nodes are visible
-    ("persistence mode on", "nvidia-smi -pm 1"),
+    # nvidia-smi exits 0 when it refuses a persistence change ("Insufficient Permissions"): the message and
+    # the GPU's state read afterwards decide. `-pm 1` on a GPU already in persistence mode changes nothing.
+    ("persistence mode off", "nvidia-smi -pm 0"),
     ("lock GPU clocks", "nvidia-smi -lgc 1000,1500"),
     ("set power limit", "nvidia-smi -pl 500"),
     ("compute mode", "nvidia-smi -c EXCLUSIVE_PROCESS"),
@@ -76,7 +78,8 @@ def main() -> int:
     for expect, cases in (("works", WORK), ("fails", FAIL)):
         for name, command in cases:
             r = sandboxed.run(command, timeout=120)
-            as_expected = (r.exit_code == 0) == (expect == "works")
+            refused = r.exit_code != 0 or "Insufficient Permissions" in r.stdout + r.stderr
+            as_expected = not refused if expect == "works" else refused
             ok &= as_expected
             out["checks"].append({"check": name, "command": command, "expect": expect, "exit_code": r.exit_code,
                                   "as_expected": as_expected, "stdout": r.stdout[-600:], "stderr": r.stderr[-400:],

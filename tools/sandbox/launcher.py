@@ -322,10 +322,17 @@ def mount_points():
 KEEP = {"noexec": MS_NOEXEC, "noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
 
 
+# /proc stays writable where it concerns the command's own processes: CUDA's driver writes there when it
+# starts, and the foreign uid may write nothing of another process (the kernel's ptrace and owner checks).
+# What belongs to the whole machine under it is read-only, as in container runtimes.
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs", "/proc/driver",
+                  "/proc/acpi", "/proc/scsi", "/proc/timer_list", "/proc/kcore")
+
+
 def make_read_only(skip):
-    """Every mount read-only, nodev and nosuid, keeping the flags a remount may not clear."""
+    """Every mount read-only, nodev and nosuid, keeping the flags a remount may not clear (but /proc, above)."""
     for point, options in mount_points():
-        if point == skip or point.startswith(skip + "/"):
+        if point == skip or point.startswith(skip + "/") or point == "/proc":
             continue
         flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
         for opt in options:
@@ -335,6 +342,12 @@ def make_read_only(skip):
             if e in (errno.ENOENT, errno.EACCES, errno.ENOTDIR):
                 continue  # a mount point hidden under another mount, or gone: not reachable by path either
             raise SetupError("read-only remount of %s: %s" % (point, os.strerror(e)))
+    mount(None, "/proc", None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for path in PROC_READ_ONLY:
+        if not os.path.exists(path):
+            continue
+        mount(path, path, None, MS_BIND | MS_REC)
+        mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
 def setup_namespaces(stage, scratch_mb, new_net):
