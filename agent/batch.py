@@ -33,6 +33,7 @@ from agent.model import ToolCall
 from agent.safety.policy import Decision, Verdict
 from tools.base import (Action, RiskClass, Tool, ToolContext, ToolError, ToolUnavailable, bound_for_record,
                         has_long_text, truncate_for_model)
+from tools.sandbox import SandboxedHosts, loopback_ports
 
 Emit = Callable[..., dict]
 
@@ -350,7 +351,12 @@ class BatchRunner:
             cancel, reason = flags.operator, (lambda: "by the operator")
         else:
             cancel, reason = flags.reads, (lambda: flags.reads_reason)
-        return ToolContext(**self.tool_base, call_id=p.call.id, cancel=cancel, emit=emit_live, cancel_reason=reason)
+        base = self.tool_base
+        if not p.changes_host and "hosts" in base:
+            # What the gate runs without approval runs in the read sandbox on its host: the kernel, not the
+            # classifier's reading of the text, is what keeps it from changing anything.
+            base = {**base, "hosts": SandboxedHosts(base["hosts"], loopback_ports(p.call.arguments))}
+        return ToolContext(**base, call_id=p.call.id, cancel=cancel, emit=emit_live, cancel_reason=reason)
 
     def execute(self, turn_no: int, p: PreparedCall, waits: list[cf.Future], flags: CancelFlags,
                 stops: HostStops | None = None) -> CallResult:

@@ -123,6 +123,9 @@ class HostEntry(BaseModel):
     trust_host_key: str | None = None
     identity_file: str | None = None  # ssh: a private key to offer first (an inventory's ansible_ssh_private_key_file)
     max_sessions: int = Field(default=8, ge=1, le=64)
+    # "off": the reads the gate runs without approval run on this host without the read sandbox (the
+    # operator's opt-out, for a host where none can be set up); the transcript records it.
+    read_sandbox: Literal["auto", "off"] = "auto"
 
     @model_validator(mode="after")
     def _sim_only_for_sims(self) -> "HostEntry":

@@ -33,11 +33,13 @@ def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) ->
                                        kubernetes=machine.kubernetes and machine.kubernetes.model_dump())
             except (SimBuildError, SandboxUnavailable) as e:
                 raise SessionConfigError(f"host {entry.name}: {e}") from None
-        return sim.host_spec(name=entry.name), sim
+        spec = sim.host_spec(name=entry.name)
+        spec.read_sandbox = entry.read_sandbox
+        return spec, sim
     spec = HostSpec(name=entry.name, transport=entry.transport, target=entry.target,
                     path_prefix=list(entry.path_prefix), env=dict(entry.env), python=entry.python,
                     max_sessions=entry.max_sessions, trust_host_key=entry.trust_host_key,
-                    identity_file=entry.identity_file)
+                    identity_file=entry.identity_file, read_sandbox=entry.read_sandbox)
     return spec, None
 
 

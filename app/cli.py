@@ -512,7 +512,9 @@ def build_parser() -> argparse.ArgumentParser:
                                          "HOST is the command (as with ssh); options of exec go before it, or before "
                                          "a --. A pipeline fails when any stage fails (bash's pipefail), and the "
                                          "failing stage is named; a stage that a later one stopped reading (`... | "
-                                         "head`) is no failure."),
+                                         "head`) is no failure. The command runs in the host's read sandbox: "
+                                         "the kernel refuses any write (but to $TMPDIR), device, privilege or "
+                                         "connection beyond the loopback ports it names."),
                        epilog="examples:\n"
                               "  agent exec local nvidia-smi -L\n"
                               "  agent exec gpu1 --timeout 30 -- ls -la /usr/local\n"
@@ -525,6 +527,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trust-host-key", action="append", default=[], metavar="FINGERPRINT",
                    help="trust this SHA256:... host key fingerprint of an unknown host")
     p.add_argument("--json", action="store_true", help="one JSON object: exit_code, stdout, stderr, ...")
+    p.add_argument("--no-read-sandbox", action="store_true",
+                   help="run it without the read sandbox (for a host where none can be set up: python3 missing, "
+                        "or neither root nor Landlock); the gate's read-only judgement is then the only guard")
     p.add_argument("command", nargs="*", help="the command: everything after HOST (or after --)")
     p.set_defaults(func=cmd_exec)
 

@@ -18,6 +18,7 @@ from agent.record.redact import Redactor
 from agent.safety.policy import SafetyPolicy
 from app.exit_codes import ExitCode
 from app.ui.plain import LiveOutput
+from tools.sandbox import SandboxedHosts, loopback_ports
 from tools.base import ArgumentError, ArtifactStore, ToolContext
 from tools.hosts import HostError, HostPool, HostSpec, SSHSettings
 from tools.ssh_exec import SSHExec
@@ -57,7 +58,11 @@ def exec_one(args) -> int:
     # What the command prints reaches the terminal through the same redactor as every record.
     live = (lambda kind, data: None) if args.json else LiveOutput(redactor=redactor)
     hidden = status.hide_report(live)
-    ctx = ToolContext(hosts=pool, artifacts=ArtifactStore(None), emit=hidden, redact=redactor.text)
+    if args.no_read_sandbox:
+        spec.read_sandbox = "off"
+    # As in a session: the read runs in the host's read sandbox, where the kernel refuses any change.
+    hosts = SandboxedHosts(pool, loopback_ports(command))
+    ctx = ToolContext(hosts=hosts, artifacts=ArtifactStore(None), emit=hidden, redact=redactor.text)
     try:
         result: CallResult = LiveToolRunner().run(PreparedCall(0, ToolCall("exec", tool.name, ""), tool, to_run,
                                                                action, decision), ctx)

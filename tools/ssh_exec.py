@@ -25,6 +25,9 @@ class SSHExecArgs(StrictArgs):
                            description="Wall-clock seconds before the command and everything it started is killed; default 600.")
     cwd: str | None = Field(None, description="Directory to run in (default: the user's home directory).")
     env: EnvVars | None = Field(None, description="Extra environment variables for this command only.")
+    outside_sandbox: bool = Field(False, description="Run it outside the read sandbox. Only for a command the "
+                                  "sandbox stopped (its hint says so) and that truly needs to: it then counts as a "
+                                  "change, with a verified backup and the operator's approval.")
 
 
 
@@ -52,8 +55,12 @@ class SSHExec(Tool):
     result's `hint` says so). A command under sudo is never read-only, so leave sudo out of reads.
 
     Every command is checked by the safety gate first. Read-only commands run at once, with
-    no backup or approval: programs that only print or query, with options that change
-    nothing (nvidia-smi queries, ls, cat/head/grep of ordinary files, ps, ss, ip ... show,
+    no backup or approval, inside the host's read sandbox: every file system is read-only there
+    (but $TMPDIR), only harmless devices and the GPU's are visible, the command has no privileges
+    and reaches no host but the loopback ports it names. A read the sandbox stops fails with a
+    hint that says what it blocked; a command that needs what it blocked is a change: send it
+    again with outside_sandbox: true, and it needs a backup and approval. Read-only commands
+    are programs that only print or query, with options that change nothing (nvidia-smi queries, ls, cat/head/grep of ordinary files, ps, ss, ip ... show,
     df, uname, dpkg -l, pip list/show/freeze, `python3 -c` one-liners that only import
     packages and print their versions and devices, `curl -s` GETs of a loopback server's
     health or metrics, `timeout N` around any of these), joined by `|`, `&&`, `||` and `;`.
@@ -81,7 +88,7 @@ class SSHExec(Tool):
 
     def action(self, args: SSHExecArgs) -> Action:
         return Action(host=args.host, subject=command_subject(args.command, args.env, args.cwd),
-                      risk=None)
+                      risk=None, outside_sandbox=args.outside_sandbox)
 
     def run(self, ctx: ToolContext, args: SSHExecArgs) -> SSHExecResult:
         try:

@@ -162,7 +162,12 @@ def classify_action(action: Action) -> Risk:
     if action.risk is not None:
         return _with_interpreter(action.risk, action.interpreter)
     if action.workload is None:
-        return classify(action.subject)
+        risk = classify(action.subject)
+        if action.outside_sandbox and risk.cls is RiskClass.READ_ONLY:
+            return Risk(cls=RiskClass.MUTATING, rule="outside-sandbox",
+                        reason=f"it runs outside the read sandbox, where nothing stops a change ({risk.reason}): "
+                               "it needs a verified backup and an approval, as a change does")
+        return risk
     env = action.workload.env
     risk = classify_workload(command_subject(action.workload.command, cwd=action.workload.cwd))
     unsafe = _unsafe_workload_env(env)

@@ -165,7 +165,7 @@ def test_arguments_are_strict():
     assert pairs.env == {"A": "1"}
     schema = tool.schema()["function"]
     assert schema["name"] == "ssh_exec" and schema["strict"] is True
-    assert set(schema["parameters"]["required"]) == {"host", "command", "timeout", "cwd", "env"}
+    assert set(schema["parameters"]["required"]) == {"host", "command", "timeout", "cwd", "env", "outside_sandbox"}
     assert "connection_lost" in schema["description"]
 
 

@@ -554,6 +554,10 @@ def child_start(policy, mechanism, argv, stage, scratch, out_w, err_w, channel):
             landlock_restrict(abi, scratch, ports if abi >= 4 else [])
             os.environ["TMPDIR"] = scratch
             install_seccomp(families, same_uid=True)
+        # Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec: `cat big | head`
+        # would then end with EPIPE (status 1) instead of dying of SIGPIPE as it does outside.
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_DFL)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         os.closerange(3, 65536)
