@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from tools.hosts import ChangedHostKeyError, HostError, HostPool, UnknownHostKeyError
+from tools.sandbox import SandboxedHosts
 
 PREFLIGHT_TIMEOUT_S = 30.0
 
@@ -49,6 +50,9 @@ def _reach(pool: HostPool, name: str, timeout_s: float) -> str | None:
     if result.exit_code != 0:
         said = (result.stderr.strip().splitlines() or ["no message"])[-1]
         return f"cannot use {name}: `true` exited {result.exit_code} ({said})"
+    # What will guard the host's reads, found now and recorded (the pool's read_sandbox event): a host where
+    # no sandbox can be set up is named before the first turn, and its reads then need an approval.
+    SandboxedHosts(pool).info(name, pool.get(name))
     return None
 
 

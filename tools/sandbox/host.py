@@ -55,7 +55,13 @@ class SandboxInfo:
     why: str | None = None  # for "none": what is missing
 
     def as_event(self, host: str) -> dict:
-        return {"host": host, **{k: v for k, v in asdict(self).items() if v not in (None, "")}}
+        event = {"host": host, **{k: v for k, v in asdict(self).items() if v not in (None, "")}}
+        if self.mechanism == "none":
+            event["note"] = (f"no read sandbox on {host} ({self.why}): its reads run only with the operator's "
+                             "approval; `read_sandbox: off` in the goal file's host entry runs them without it")
+        elif self.mechanism == "off":
+            event["note"] = f"the operator turned the read sandbox off for {host}: the gate's judgement alone guards its reads"
+        return event
 
 
 _PROBE = ('P=$(command -v python3 2>/dev/null || command -v /usr/libexec/platform-python 2>/dev/null) '
