@@ -31,6 +31,8 @@ class Arg:
     text: str | None  # None: it depends on something known only at run time
     pattern: bool = False  # unquoted glob or brace pattern: the shell may turn it into other words
     node: Node | None = field(default=None, compare=False)  # where it came from, to look for downloads
+    # The read-only command whose output the word is (`$(pgrep -o vllm)`), for outputs.py; text is None then.
+    output_of: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ import re
 
 from tree_sitter import Node
 
-from agent.safety.classifier.command import Arg, MUTATING, _Seg, _Stdin
+from agent.safety.classifier.command import Arg, MUTATING, READ_ONLY, _Seg, _Stdin
+from agent.safety.classifier.outputs import whole_word_substitution
 from agent.safety.classifier.tree import _excerpt, _inner_text, _plain_variable, _text
 from agent.safety.classifier.words import _ansi_c, _arg_from, _product, _split_ifs, _unquote_double, _unquote_word
 
@@ -17,11 +18,30 @@ class _Expansions:
     """The words of a command: each word node's possible word lists, and the findings its expansions call for; a
     part of `_Analysis` (analysis.py), whose state and other parts it reaches through self."""
 
-    def expand(self, node: Node, split: bool = True, plain_variables: bool = False) -> list[list[Arg]]:
+    def expand(self, node: Node, split: bool = True, plain_variables: bool = False,
+               outputs: bool = False) -> list[list[Arg]]:
         """The possible word lists one word node becomes; records a finding for every expansion in it
-        (but plain `$x` / `${x}` where plain_variables says the command cannot misuse their values)."""
+        (but plain `$x` / `${x}` where plain_variables says the command cannot misuse their values).
+
+        With outputs (a command's arguments, a loop's words), a whole word that is a read-only command's
+        output becomes one Arg with output_of set and no finding: whoever takes it judges it (outputs.py)."""
+        if outputs:
+            inner = self._read_only_output(node)
+            if inner is not None:
+                return [[Arg(None, node=node, output_of=inner)]]
         self._note_expansions(node, plain_variables)
         return [self._fields(segments, node, split) for segments in self._segments(node)]
+
+    def _read_only_output(self, node: Node) -> str | None:
+        """The inner command of a word that is one `$(...)` whose command is read-only, judged on its own."""
+        sub = whole_word_substitution(node)
+        if sub is None or _single_word_substitution(sub) or self.substitution_output(sub) is not None:
+            return None  # not one, or one whose output the classifier works out (`$(printf '\x72\x6d')`)
+        inner = _inner_text(sub)
+        self.spend(1 + len(inner) // 8)
+        from agent.safety.classifier.shell import classify  # the entry, which imports this module
+
+        return inner if classify(inner).cls is READ_ONLY else None
 
     def _note_expansions(self, node: Node, plain_variables: bool = False) -> None:
         pending = [node]

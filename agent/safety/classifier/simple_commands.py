@@ -12,6 +12,7 @@ from tree_sitter import Node
 from agent.safety.classifier import families  # noqa: F401  (registers every program family's handlers)
 from agent.safety.classifier.command import Arg, MUTATING, _CODE_LOADING_VARIABLES, _Cmd, _MAX_ALTERNATIVES, _Stdin
 from agent.safety.classifier.node_types import _REDIRECT_TYPES
+from agent.safety.classifier.outputs import accepted_output_args
 from agent.safety.classifier.registry import _HANDLERS, _handler_for
 from agent.safety.classifier.tree import _excerpt, _has_expansion, _text
 from agent.safety.classifier.words import _combine, _join
@@ -52,7 +53,7 @@ class _SimpleCommands:
         # `${x:=y}` still count: they evaluate or assign).
         self.spend(len(words))  # expanding and judging each word costs about a unit
         plain_echo = not dynamic and self.literal(name_node) == "echo"
-        expanded = [self.expand(w, plain_variables=plain_echo and i > 0) for i, w in enumerate(words)]
+        expanded = [self.expand(w, plain_variables=plain_echo and i > 0, outputs=i > 0) for i, w in enumerate(words)]
         for args in _combine(expanded):
             if not args:
                 continue
@@ -118,6 +119,8 @@ class _SimpleCommands:
         if args[0].pattern:
             self._glob_program(name, prog, args, stdin)
         cmd = _Cmd(name, prog, list(args[1:]), stdin)
+        if any(a.output_of is not None for a in cmd.args):
+            cmd = self._with_outputs(cmd)
         handler = _handler_for(prog)
         if handler is not None:
             handler(self, cmd)
@@ -127,6 +130,20 @@ class _SimpleCommands:
                 "unknown-command",
                 f"`{name}` is not on the read-only allowlist, and the classifier does not know what it changes",
             )
+
+    def _with_outputs(self, cmd: _Cmd) -> _Cmd:
+        """A read's output among the arguments: judged with a stand-in where it is harmless (outputs.py), else
+        refused as the substitution it is."""
+        accepted = accepted_output_args(cmd)
+        if accepted is not None:
+            return _Cmd(cmd.name, cmd.prog, accepted, cmd.stdin)
+        for arg in cmd.args:
+            if arg.output_of is not None:
+                self.add(MUTATING, "substitution",
+                         f"the command substitution `$({arg.output_of})` runs a read whose output `{cmd.prog}` would "
+                         f"take where an unknown value is not harmless; substitutions are accepted only as PIDs, "
+                         f"IDs and search patterns", structural=True, decoded=arg.output_of)
+        return cmd
 
     def _glob_program(self, name: str, prog: str, args: list[Arg], stdin: _Stdin | None) -> None:
         """`/bin/r? -rf /`: the program is whichever file the pattern matches; try the known ones."""

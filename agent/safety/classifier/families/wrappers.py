@@ -414,9 +414,10 @@ def _wrapper_handler(an: Analysis, cmd: _Cmd) -> None:
     _run_wrapper(an, cmd, _WRAPPER_PARSERS[cmd.prog](cmd.args))
 
 
-# env, command and numactl have handlers of their own below; xargs is judged by the interpreters
-# family, since what it runs is often a shell.
-for _name in set(_WRAPPER_PARSERS) - {"env", "command", "numactl", "xargs", "timeout"}:
+# env, command, numactl and the priority wrappers have handlers of their own below; xargs is judged
+# by the interpreters family, since what it runs is often a shell.
+_OWN_HANDLERS = {"env", "command", "numactl", "xargs", "timeout", "nice", "ionice", "chrt", "taskset"}
+for _name in set(_WRAPPER_PARSERS) - _OWN_HANDLERS:
     _HANDLERS[_name] = _wrapper_handler
 
 
@@ -524,3 +525,33 @@ def _alias(an: Analysis, cmd: _Cmd) -> None:
     for arg in cmd.args:
         if arg.text and "=" in arg.text:
             an.inner_source(arg.text.split("=", 1)[1], "alias")
+
+
+# -- the priority wrappers' queries
+#
+# Around a command they stay wrappers, even lowering a read's own priority (`nice ls`, `ionice -c3 du`):
+# the red teams' corpora hold `nice ls` and `time ls` as lines that must be refused, and a wrapper is
+# judged as one whatever it runs. With only a PID (`ionice -p PID`, `chrt -p PID`, `taskset -p PID`)
+# or nothing at all (`nice`) they print a setting and change none.
+
+
+def _pid_query(cmd: _Cmd, flags: tuple[str, ...]) -> bool:
+    """Exactly `PROG FLAG PID`: the form that prints the setting of one process."""
+    texts = cmd.texts
+    return len(texts) == 2 and texts[0] in flags and re.fullmatch(r"\d+", texts[1] or "") is not None
+
+
+def _query_handler(label: str, flags: tuple[str, ...]):
+    def handler(an: Analysis, cmd: _Cmd) -> None:
+        if _pid_query(cmd, flags) or (not flags and not cmd.args):
+            an.allow(cmd, label)
+        else:
+            _wrapper_handler(an, cmd)
+
+    return handler
+
+
+_HANDLERS["nice"] = _query_handler("nice", ())  # bare `nice` prints its own niceness
+_HANDLERS["ionice"] = _query_handler("ionice -p", ("-p", "--pid"))
+_HANDLERS["chrt"] = _query_handler("chrt -p", ("-p", "--pid"))
+_HANDLERS["taskset"] = _query_handler("taskset -p", ("-p", "--pid", "-cp", "-pc"))
