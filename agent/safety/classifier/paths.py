@@ -298,3 +298,18 @@ def trusted_program_path(path: str) -> bool:
         return False
     norm = normalize(path)
     return norm is not None and not (norm + "/").startswith(UNTRUSTED_DIRS)
+
+
+def in_trusted_places(an, prog: str, files: list) -> bool:
+    """Files a newly accepted reader opens (ldd, nm, xxd...): none in a world-writable directory, where a
+    planted symlink or FIFO (`/tmp/wd -> /dev/watchdog`) is what the name opens and no text check sees it.
+    Records why when one is there."""
+    for arg in files:
+        text = arg.text or ""
+        norm = normalize(text, an.cwd) if text else None
+        if norm is None or (norm + "/").startswith(UNTRUSTED_DIRS):
+            an.add(RiskClass.MUTATING, f"{prog}:untrusted-place",
+                   f"`{prog} {text}` opens a file in a world-writable directory (or one the classifier cannot "
+                   f"place), where a planted symlink or FIFO decides what is opened")
+            return False
+    return True

@@ -5,6 +5,7 @@ family only (the registry refuses a second), so the order of these imports does 
 """
 
 from agent.safety.classifier.families import (  # noqa: F401  (imported to register their handlers)
+    binaries,
     containers,
     files,
     find,
@@ -29,6 +30,6 @@ def all_specs() -> list:
     """Every family's option specs (each family module lists its own in SPECS)."""
     found = []
     for family in (wrappers, files, interpreters, nvidia, python_packages, os_packages, services, git, find,
-                   sed_awk, text, system, inventory, network, containers, python_probes, slurm):
+                   sed_awk, text, system, inventory, network, containers, python_probes, slurm, binaries):
         found.extend(getattr(family, "SPECS", ()))
     return found

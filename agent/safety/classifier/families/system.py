@@ -7,7 +7,7 @@ import re
 
 from agent.safety.classifier.command import DESTRUCTIVE, FORBIDDEN, MUTATING, Analysis, _Cmd
 from agent.safety.classifier.options import REMOTE_HOST, Effect, Parsed, Spec, _long_options, _short_options
-from agent.safety.classifier.paths import read_risk
+from agent.safety.classifier.paths import in_trusted_places, read_risk
 from agent.safety.classifier.registry import (
     _HANDLERS,
     _checked,
@@ -165,23 +165,33 @@ def _ulimit_operands(an: Analysis, cmd: _Cmd, parsed: Parsed) -> bool:
     return True
 
 
-# glibc ldd: for a program it sets LD_TRACE_LOADED_OBJECTS and runs it (or its interpreter), so only
-# --version and --help are read-only.
-LDD = Spec("ldd", "--help --version -d|--data-relocs -r|--function-relocs -u|--unused -v|--verbose")
+# glibc ldd hands each file to the dynamic loader (`ld.so --verify FILE`, then `LD_TRACE_LOADED_OBJECTS=1
+# ld.so FILE`): the loader maps the file and its dependencies, prints where they are and exits before any
+# of their code (constructors, IFUNC resolvers) runs, and glibc's ldd no longer runs the file itself.
+# -r/-d (relocations) and -u (unused dependencies) make the loader relocate, which runs IFUNC resolvers:
+# not read-only. Only shared libraries are accepted (`*.so`, `*.so.N`, `*.o`, `*.a`): older ldd scripts
+# ran a program whose ELF interpreter is not the system's directly, and the red-team corpus of 2026-12c
+# keeps `ldd /bin/ls` refused.
+LDD = Spec("ldd", "--help --version -d|--data-relocs!relocates -r|--function-relocs!relocates "
+                  "-u|--unused!relocates -v|--verbose",
+           files=True, effects={"relocates": Effect(MUTATING, "makes the loader relocate the file, which runs its "
+                                                              "IFUNC resolvers: code of the file")})
+_LIBRARY = re.compile(r"[^/]*\.(so(\.\d+)*|o|a)")
 
 
 def _ldd_operands(an: Analysis, cmd: _Cmd, parsed: Parsed) -> bool:
-    if parsed.operands:
-        an.add(MUTATING, "mutating:ldd", "`ldd` may execute the program it inspects")
+    if not in_trusted_places(an, cmd.prog, parsed.operands):
         return False
+    for operand in parsed.operands:
+        if operand.pattern or not _LIBRARY.fullmatch((operand.text or "").rsplit("/", 1)[-1]):
+            an.add(MUTATING, "mutating:ldd", f"`ldd {operand.text}` is not a shared library; for a program an "
+                                             f"older ldd runs it, so only libraries are accepted")
+            return False
     return True
 
 
 @_handles("ldd")
 def _ldd(an: Analysis, cmd: _Cmd) -> None:
-    if any(a.text is None or not a.text.startswith("-") for a in cmd.args):  # `ldd $(which x)` too
-        an.add(MUTATING, "mutating:ldd", "`ldd` may execute the program it inspects")
-        return
     judge_by_spec(an, cmd, LDD, _ldd_operands)
 
 
