@@ -127,29 +127,100 @@ def _docker(an: Analysis, cmd: _Cmd) -> None:
     judge_by_spec(an, _Cmd(cmd.name, cmd.prog, rest, cmd.stdin), spec, operands, label=f"{cmd.prog} {where}")
 
 
+# kubectl's read verbs ask the API server of the cluster the operator's kubeconfig names, as squeue asks
+# slurmctld: they GET and print. Not read-only: another server, kubeconfig, identity or credentials
+# (-s, --kubeconfig, --token, --as...), files it reads or writes (-f, -k, --log-file, --profile-output,
+# --cache-dir, a template file), `--raw` (a GET on any path, proxies to a pod's endpoints included),
+# secrets (credentials into the transcript), and reads that never end (-w, logs -f, rollout status
+# without a timeout). Options are matched by full name (pflag) and may follow the verb.
+_KUBECTL_VALUED_OK = {"-n", "--namespace", "--context", "-l", "--selector", "-o", "--output", "--field-selector",
+                      "-L", "--label-columns", "--sort-by", "--chunk-size", "--tail", "--since", "--since-time",
+                      "-c", "--container", "--timeout", "--revision", "--request-timeout", "--max-log-requests",
+                      "--limit-bytes", "--subresource", "--api-group", "--verbs", "--api-version", "-v", "--v",
+                      "--template", "--show-events", "--pod-running-timeout", "--output-watch-events", "--watch"}
+_KUBECTL_FLAGS_OK = {"-A", "--all-namespaces", "--show-labels", "--no-headers", "--all-containers", "--prefix",
+                     "--timestamps", "-p", "--previous", "--containers", "--use-protocol-buffers", "--ignore-errors",
+                     "--show-managed-fields", "--ignore-not-found", "--server-print", "--show-kind", "--list",
+                     "--namespaced", "--cached", "--client", "--recursive", "--allow-missing-template-keys",
+                     "--insecure-skip-tls-verify-backend", "--sum", "--no-stream", "-h", "--help"}
+_KUBECTL_VALUED = {"-s", "--server", "--kubeconfig", "--token", "--cluster", "--user", "--as", "--as-group",
+                   "--as-uid", "--username", "--password", "--certificate-authority", "--client-certificate",
+                   "--client-key", "--tls-server-name", "--cache-dir", "--profile", "--profile-output", "-f",
+                   "--filename", "-k", "--kustomize", "--log-file", "--raw", "--log-dir", "--selector-file"}
+_KUBECTL_READS = {"get", "describe", "logs", "top", "version", "api-resources", "api-versions", "explain",
+                  "cluster-info", "auth can-i", "auth whoami", "rollout history", "rollout status"}
+_KUBECTL_GROUPS = {"auth", "rollout", "config", "certificate", "set", "create", "apply", "cluster-info"}
+
+
+def _kubectl_words(args: list) -> tuple[list[str | None], list[tuple[str, str | None]]]:
+    """kubectl's operands and options, options with their values ("--tail=200" and "--tail 200" alike)."""
+    operands, options = [], []
+    index = 0
+    while index < len(args):
+        text = args[index].text
+        if text is None:
+            operands.append(None)
+        elif text == "--":
+            operands.extend(a.text for a in args[index + 1:])
+            break
+        elif text.startswith("-") and len(text) > 1:
+            name, equals, value = text.partition("=")
+            found: str | None = value if equals else None
+            if not equals and (name in _KUBECTL_VALUED_OK or name in _KUBECTL_VALUED) and name != "--watch":
+                found = args[index + 1].text if index + 1 < len(args) else None
+                index += 1
+            elif not equals and not name.startswith("--") and len(name) > 2 and "-" + name[1] in _KUBECTL_VALUED_OK:
+                name, found = "-" + name[1], name[2:]  # `-nserving`
+            options.append((name, found))
+        else:
+            operands.append(text)
+        index += 1
+    return operands, options
+
+
+def _kubectl_read_problem(verb: str, operands: list[str | None], options: list[tuple[str, str | None]]) -> str | None:
+    """Why these words are not a read of the operator's cluster, or None."""
+    for name, value in options:
+        if name in _KUBECTL_VALUED:
+            return f"`kubectl {name}` points kubectl at another server, identity, file or path than the read"
+        if name not in _KUBECTL_VALUED_OK and name not in _KUBECTL_FLAGS_OK:
+            return f"`kubectl {name}` is an option the classifier does not list as a read"
+        if name in ("-o", "--output") and value is not None and "-file" in value.split("=", 1)[0]:
+            return f"`kubectl -o {value}` reads its template from a file"
+        if name == "--template" and value is not None and "/" in value and " " not in value:
+            return "`kubectl --template` names a file"
+        if name in ("-w", "--watch", "--watch-only") and (value is None or value == "true") or name == "-f":
+            return "`kubectl -w` / `logs -f` keeps running; read once"
+    if any(word is None for word in operands):
+        return "a word known only at run time"
+    resources = [part.split("/", 1)[0].split(".", 1)[0] for word in operands[len(verb.split()):]
+                 for part in (word or "").split(",")]
+    if verb in ("get", "describe") and any(r in ("secret", "secrets") for r in resources):
+        return "reading secrets puts credentials into the transcript"
+    if verb == "rollout status" and not any(name == "--timeout" for name, _ in options):
+        return "`kubectl rollout status` waits until the rollout ends; give it a --timeout"
+    if verb == "cluster-info" and operands[1:2] == ["dump"]:
+        return "`kubectl cluster-info dump` dumps the whole cluster, to files with --output-directory"
+    return None
+
+
 @_handles("kubectl")
 def _kubectl(an: Analysis, cmd: _Cmd) -> None:
-    """kubectl talks to a cluster: never read-only here. Its global options' values are skipped to
-    find the verb (`kubectl -n get delete pod x` deletes)."""
-    texts = cmd.texts
-    valued = {"-n", "--namespace", "-s", "--server", "--context", "--cluster", "--user", "--kubeconfig",
-              "--token", "-l", "--selector", "-o", "--output", "--as", "--as-group", "--request-timeout",
-              "--certificate-authority", "--client-certificate", "--client-key", "-v", "--v"}
-    sub = None
-    index = 0
-    while index < len(texts):
-        text = texts[index]
-        if text in valued:
-            index += 2
-            continue
-        if text and not text.startswith("-"):
-            sub = text
-            break
-        index += 1
+    operands, options = _kubectl_words(cmd.args)
+    sub = operands[0] if operands else None
+    verb = f"{sub} {operands[1]}" if sub in _KUBECTL_GROUPS and len(operands) > 1 and operands[1] else sub
     if sub in ("delete", "drain"):
         an.add(DESTRUCTIVE, f"kubectl:{sub}", f"`kubectl {sub}` removes or evicts workloads")
-    else:
-        an.add(MUTATING, f"kubectl:{sub or 'unknown'}", f"`kubectl {sub or '...'}` talks to a cluster and is not read-only")
+        return
+    if verb not in _KUBECTL_READS:
+        an.add(MUTATING, f"kubectl:{sub or 'unknown'}", f"`kubectl {verb or '...'}` changes the cluster or is not a "
+                                                        f"read the classifier knows")
+        return
+    problem = _kubectl_read_problem(verb, operands, options)
+    if problem is not None:
+        an.add(MUTATING, f"kubectl:{sub}", f"`kubectl {verb}` is not read-only here: {problem}")
+        return
+    an.allow(cmd, f"kubectl {verb}")
 
 
 SPECS = [DOCKER, PODMAN, NERDCTL, *{id(s): s for s in _SUBS["docker"].values()}.values()]
