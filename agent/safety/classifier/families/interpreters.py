@@ -17,8 +17,8 @@ from agent.safety.classifier.families.wrappers import (
     _Wrapped,
     _xargs_opts,
 )
-from agent.safety.classifier.paths import UNTRUSTED_DIRS
-from agent.safety.classifier.registry import _HANDLERS, _checked, _handles, _handles_matching
+from agent.safety.classifier.paths import UNTRUSTED_DIRS, in_trusted_places
+from agent.safety.classifier.registry import _HANDLERS, _checked, _handles, _handles_matching, files_read_ok
 from agent.safety.classifier.tree import _excerpt, _first_descendant
 from tools.base import RiskClass
 
@@ -189,6 +189,10 @@ def _python(an: Analysis, cmd: _Cmd) -> None:
 _PROBE_FLAGS = frozenset("IEsSBuqbOW")
 # `python -m` modules that only print the environment: PyTorch's and SGLang's reports, sys.path.
 _PROBE_MODULES = frozenset({"torch.utils.collect_env", "sglang.check_env", "site"})
+# Servers' entry points whose `--help` (argparse: it prints and exits) a careful engineer reads before an
+# upgrade; importing them runs only their installed package code, as a version probe's imports do.
+_HELP_MODULES = frozenset({"vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main", "sglang.launch_server"})
+_JSON_TOOL_FLAGS = frozenset({"--sort-keys", "--compact", "--tab", "--no-indent", "--no-ensure-ascii", "--json-lines"})
 
 
 def _version_probe(an: Analysis, cmd: _Cmd, code: Arg | None) -> bool:
@@ -217,6 +221,12 @@ def _python_module(an: Analysis, cmd: _Cmd, module_arg: Arg | None, rest: list[A
     if module in _PROBE_MODULES and not rest:
         an.allow(cmd, "python version probe", check_globs=False)
         return
+    if module in _HELP_MODULES and [a.text for a in rest] in (["--help"], ["-h"]):
+        an.allow(cmd, f"{module} --help", check_globs=False)
+        return
+    if module == "json.tool":
+        _json_tool(an, cmd, rest)
+        return
     if module == "pip":
         _pip(an, cmd, rest, f"{cmd.prog} -m pip")
         return
@@ -235,6 +245,25 @@ def _python_module(an: Analysis, cmd: _Cmd, module_arg: Arg | None, rest: list[A
         an.add(MUTATING, "python:-m", f"`{cmd.prog} -m {module or '...'}` runs a Python module, which can change the host")
 
 
+def _json_tool(an: Analysis, cmd: _Cmd, rest: list[Arg]) -> None:
+    """`python3 -m json.tool FILE` pretty-prints one file. A second operand is the file it writes; on standard
+    input (`... | python3 -m json.tool`) it stays refused, as the red-team corpus of 2026-12c holds it among
+    the lines that must be, and `jq .` reads a pipe instead."""
+    flags = [a for a in rest if (a.text or "").startswith("--")]
+    files = [a for a in rest if a not in flags]
+    shown = f"{cmd.prog} -m json.tool"
+    if any(a.text not in _JSON_TOOL_FLAGS for a in flags) or any(a.text is None or a.text.startswith("-")
+                                                                 for a in files):
+        an.add(MUTATING, "json.tool:unknown-option", f"`{shown}` with an option the classifier does not list")
+    elif len(files) > 1:
+        an.write(files[1], f"`{shown} IN OUT`", "json.tool")
+    elif not files:
+        an.add(MUTATING, "json.tool:stdin", f"`{shown}` on standard input is not accepted; pipe into `jq .` instead, "
+                                            f"or give it the file")
+    elif files_read_ok(an, "json.tool", files, shown) and in_trusted_places(an, "json.tool", files):
+        an.allow(cmd, "json.tool", check_globs=False)
+
+
 @_handles("vllm")
 def _vllm(an: Analysis, cmd: _Cmd) -> None:
     texts = cmd.texts
@@ -243,8 +272,9 @@ def _vllm(an: Analysis, cmd: _Cmd) -> None:
             an.allow_workload(cmd, f"vllm bench {texts[1]}")
         else:
             an.add(MUTATING, "vllm:bench", "`vllm bench` runs a benchmark, which counts as read-only only as a workload")
-    elif texts in (["--version"], ["-v"]):
-        an.allow(cmd)
+    elif texts in (["--version"], ["-v"], ["--help"], ["-h"]) or len(texts) == 2 and texts[1] in ("--help", "-h") \
+            and texts[0] in ("serve", "bench", "chat", "complete", "run-batch", "collect-env"):
+        an.allow(cmd)  # `vllm serve --help`: argparse prints the options and exits
     else:
         sub = texts[0] if texts and texts[0] else "..."
         an.add(MUTATING, f"vllm:{sub}", f"`vllm {sub}` starts a server or job, which is not read-only")
