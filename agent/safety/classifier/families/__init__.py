@@ -10,6 +10,7 @@ from agent.safety.classifier.families import (  # noqa: F401  (imported to regis
     files,
     find,
     git,
+    hardware,
     interpreters,
     inventory,
     network,

@@ -290,7 +290,7 @@ SPECS = [NVIDIA_SMI, *_NVSMI_SUBCOMMANDS.values()]
 # -- the container toolkit: only what prints. nvidia-ctk's other commands rewrite runtime configuration;
 # nvidia-container-cli's global options load kernel modules (--load-kmods) or write logs (--debug).
 _CONTAINER_TOOL_READS = {
-    "nvidia-ctk": ({"--version"}, {"-v"}),
+    "nvidia-ctk": ({"--version", "cdi list"}, {"-v"}),
     "nvidia-container-cli": ({"--version", "info", "list"}, {"-V"}),
 }
 
@@ -299,8 +299,9 @@ _CONTAINER_TOOL_READS = {
 def _container_toolkit(an: Analysis, cmd: _Cmd) -> None:
     words, short = _CONTAINER_TOOL_READS[cmd.prog]
     texts = cmd.texts
-    if len(texts) == 1 and (texts[0] in words or texts[0] in short):
-        an.allow(cmd, f"{cmd.prog} {texts[0]}")
+    joined = " ".join(t or "\0" for t in texts)
+    if joined in words or len(texts) == 1 and texts[0] in short:
+        an.allow(cmd, f"{cmd.prog} {joined}")  # `nvidia-ctk cdi list` lists the CDI specs it finds
     elif cmd.prog == "nvidia-container-cli" and texts[:1] == ["list"] and all(t in ("--libraries", "--binaries",
                                                                                    "--ipcs", "--firmwares")
                                                                          for t in texts[1:]):

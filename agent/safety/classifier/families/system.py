@@ -264,7 +264,6 @@ _MUTATING_SIMPLE = {
     "usermod": "`usermod` changes a user account",
     "groupadd": "`groupadd` creates a group",
     "passwd": "`passwd` changes a password",
-    "nvidia-persistenced": "`nvidia-persistenced` starts the persistence daemon",
     "scp": "`scp` copies files between hosts",
     "aria2c": "`aria2c` downloads files",
     "read": "`read` assigns shell variables",
