@@ -69,7 +69,8 @@ class _Expansions:
                 for child in current.named_children:
                     scope.visit(child, feed)
                 continue
-            if kind in ("simple_expansion", "expansion") and not (plain_variables and _plain_variable(current)):
+            if kind in ("simple_expansion", "expansion") and not (plain_variables and _plain_variable(current)) \
+                    and not self._known_variable(current):
                 self.add(
                     MUTATING,
                     "variable-expansion",
@@ -85,6 +86,12 @@ class _Expansions:
                     structural=True,
                 )
             pending.extend(current.named_children)
+
+    def _known_variable(self, node: Node) -> bool:
+        """`$f` of a `for f in LITERALS` loop: each value is known, and the command is judged with each."""
+        name = _plain_variable(node)
+        values = self.vars.get(name) if name is not None else None
+        return bool(values) and None not in values
 
     def _segments(self, node: Node, quoted: bool = False) -> list[tuple[_Seg, ...]]:
         """Alternatives, each a sequence of pieces whose texts concatenate into the word."""

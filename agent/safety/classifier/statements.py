@@ -102,19 +102,23 @@ class _Statements:
 
     def _visit_for(self, node: Node, stdin: _Stdin | None) -> None:
         # Follow the loop variable through literal values, so `for c in rm; do $c -rf /; done` is seen.
-        self.add(
-            MUTATING,
-            "control-flow",
-            f"`{_text(node.children[0]) if node.children else 'for'}` is a loop, which the classifier does not "
-            "accept as read-only",
-            structural=True,
-        )
+        # `for NAME in WORDS` over a finite list is read-only when its body is: each run of the body is
+        # judged with the value it gets, or with an unknown one (a read's output: `for n in $(sinfo ...)`),
+        # which only a plain `$n` in echo's arguments accepts. Its other forms stay control flow.
         variable = node.child_by_field_name("variable")
         body = node.child_by_field_name("body")
+        if _text(node.children[0]) != "for" or variable is None or not node.children_by_field_name("value"):
+            self.add(
+                MUTATING,
+                "control-flow",
+                f"`{_text(node.children[0]) if node.children else 'for'}` is a loop, which the classifier does not "
+                "accept as read-only",
+                structural=True,
+            )
         values: list[str | None] = []
         with self.uncertain():
             for value in node.children_by_field_name("value"):
-                for alternative in self.expand(value):
+                for alternative in self.expand(value, outputs=True):
                     values.extend(a.text for a in alternative)
             name = _text(variable) if variable is not None else None
             if body is None:
