@@ -1,0 +1,52 @@
+"""The careful reads of 2026-12-03: commands engineers run on GPU hosts, written before the classifier was
+measured or changed (tests/data/classifier/careful-reads-2026-12-03/reads.txt). Every one is a read.
+
+The lines the classifier does not call read-only are exactly those in exceptions.tsv, each with why: a new
+refusal fails here, and so does a listed line that has become read-only (take it out of the list). The
+target of issue 28 is a read-only share of at least 98%.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.safety.classifier import classify
+from tools.base import RiskClass
+
+CORPUS = Path(__file__).resolve().parents[2] / "data" / "classifier" / "careful-reads-2026-12-03"
+TARGET_SHARE = 0.98
+
+
+def reads() -> list[str]:
+    return [line for line in (CORPUS / "reads.txt").read_text().splitlines() if line.strip()]
+
+
+def exceptions() -> dict[str, str]:
+    rows = [line.split("\t") for line in (CORPUS / "exceptions.tsv").read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+    assert all(len(row) == 2 and row[1].strip() for row in rows), "each exception is LINE<TAB>REASON"
+    return dict(rows)
+
+
+def refused() -> set[str]:
+    return {line for line in reads() if classify(line).cls is not RiskClass.READ_ONLY}
+
+
+def test_the_lines_not_read_only_are_exactly_the_listed_exceptions():
+    listed, found = exceptions(), refused()
+    unknown = sorted(set(listed) - set(reads()))
+    assert not unknown, "exceptions that are not corpus lines:\n" + "\n".join(unknown)
+    new = sorted(f"{line}  -> {classify(line).rule}" for line in found - set(listed))
+    assert not new, f"{len(new)} careful reads are newly refused:\n" + "\n".join(new)
+    accepted = sorted(set(listed) - found)
+    assert not accepted, "now read-only, so take them out of exceptions.tsv:\n" + "\n".join(accepted)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 28's target is not met: most remaining refusals are blocked by "
+                                       "red-team corpora that hold the same forms refused (see exceptions.tsv)")
+def test_at_least_98_percent_of_the_careful_reads_are_read_only():
+    lines = reads()
+    share = 1 - len(refused()) / len(lines)
+    assert share >= TARGET_SHARE, f"{share:.1%} of {len(lines)} careful reads are read-only"
