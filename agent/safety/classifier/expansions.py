@@ -39,9 +39,17 @@ class _Expansions:
             return None  # not one, or one whose output the classifier works out (`$(printf '\x72\x6d')`)
         inner = _inner_text(sub)
         self.spend(1 + len(inner) // 8)
-        from agent.safety.classifier.shell import classify  # the entry, which imports this module
+        return inner if self._read_only_alone(inner) else None
 
-        return inner if classify(inner).cls is READ_ONLY else None
+    def _read_only_alone(self, command: str) -> bool:
+        """Whether a command is read-only judged on its own, as `classify` would judge it: a fresh analysis
+        of the same kind (not a nested one: its findings must not become the outer command's)."""
+        alone = type(self)(workload=False)
+        try:
+            alone.analyze_command(command)
+        except Exception:  # too complex, too deep, or a classifier bug: classify refuses it, so not a read
+            return False
+        return alone.verdict().cls is READ_ONLY
 
     def _note_expansions(self, node: Node, plain_variables: bool = False) -> None:
         pending = [node]

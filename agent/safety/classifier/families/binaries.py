@@ -24,7 +24,7 @@ import re
 from agent.safety.classifier.command import MUTATING, Analysis, _Cmd
 from agent.safety.classifier.options import Effect, Parsed, Spec
 from agent.safety.classifier.paths import in_trusted_places
-from agent.safety.classifier.registry import _handles, judge_by_spec
+from agent.safety.classifier.registry import _handles, files_read_ok, judge_by_spec
 
 _WRITES = Effect(MUTATING, "writes files")
 _OPENS = Effect(MUTATING, "opens files that the inspected file names, which the classifier cannot see")
@@ -166,8 +166,6 @@ def _cuobjdump(an: Analysis, cmd: _Cmd) -> None:
             return
         files.append(arg)
         index += 1
-    from agent.safety.classifier.registry import files_read_ok
-
     if files_read_ok(an, "cuobjdump", files) and in_trusted_places(an, "cuobjdump", files):
         an.allow(cmd)
 
