@@ -16,8 +16,10 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -37,10 +39,11 @@ RC = "sandbox-rc="
 
 LANDLOCK_LISTS_DEV = ("Landlock cannot hide directory entries: `ls /dev` lists every node of the host (or the sim), "
                       "though none but the harmless ones can be opened")
-LANDLOCK_KEEPS_ROOT = ("in the Landlock mode a root command keeps its capabilities (CAP_SYSLOG): /proc/kmsg opens, "
-                       "and a read of it consumes the kernel's messages; seccomp has no syslog-through-proc rule")
-LANDLOCK_PORTS_ANY_ADDRESS = ("Landlock's port rules name a port, not an address: with a loopback port allowed, the same "
-                              "port on a non-loopback address (or any host) is reachable in the Landlock mode")
+
+LANDLOCK_ROOT_PORTS = ("root in the Landlock mode (no CAP_SYS_ADMIN: no network namespace of its own) keeps Landlock's "
+                       "port rules, which name a port, not an address: the same port on a non-loopback address is "
+                       "reachable. A user namespace would give it one, and take away its right to read every file; "
+                       "a user who is not root gets one (test_a_user_who_is_not_root_reaches_only_loopback)")
 
 
 @dataclass
@@ -281,8 +284,7 @@ def test_the_hostname_cannot_be_set(target):
         assert r.stdout.split() == ["rc=0", "renamed-by-a-read"], r
 
 
-@pytest.mark.parametrize("target", params_for(*TRANSPORTS, xfail={("*", "landlock"): LANDLOCK_KEEPS_ROOT}),
-                         indirect=True)
+@pytest.mark.parametrize("target", ALL, indirect=True)
 def test_the_kernel_log_cannot_be_opened(target):
     # The kernel checks the right to read /proc/kmsg when it is opened; `exec 3<` opens it without reading,
     # so no message is taken from the log, here or (if the sandbox failed) inside.
@@ -326,6 +328,33 @@ def test_a_process_of_the_host_cannot_be_reniced_or_killed(target):
     assert lines[2:4] == ["other-reniced", "other-gone"], after_out
 
 
+@pytest.mark.parametrize("target", ALL, indirect=True)
+def test_another_processs_limits_can_be_read_but_not_set(target):
+    # A victim of the same uid as the launcher (root): the landlock mode's command was that uid, and could
+    # lower its limits (prlimit --cpu=1:1 kills it). Reading them stays a read.
+    before = "sleep 120 >/dev/null 2>&1 & export VICTIM=$!\nsleep 120 >/dev/null 2>&1 & OTHER=$!"
+    # (prlimit's read of another uid's limits is the kernel's to refuse; /proc/PID/limits is for all to read)
+    command = ('grep "Max open files" /proc/$VICTIM/limits | tr -s " " | cut -d" " -f4; '
+               'prlimit --pid "$VICTIM" --nofile=7:7; echo "set=$?"; prlimit --nofile=9:9 true; echo "own=$?"')
+    after = ('grep "Max open files" /proc/$VICTIM/limits | tr -s " " | cut -d" " -f4\n'
+             'prlimit --pid $OTHER --nofile=7:7 && grep "Max open files" /proc/$OTHER/limits | tr -s " " | cut -d" " -f4\n'
+             'kill -KILL $VICTIM $OTHER')
+    out, code, after_out = around(target, target.sandboxed(), command, before=before, after=after)
+    lines = out.split()
+    assert lines[0].isdigit() and "set=0" not in lines and "own=0" in lines, out
+    soft, other = after_out.split()[:2]
+    assert soft == lines[0] and other == "7", after_out
+
+
+@pytest.mark.parametrize("target", ALL, indirect=True)
+def test_a_network_link_cannot_be_set(target):
+    # `up` on a link that is up: a broken sandbox would still change nothing
+    command = "ip link set lo up; echo rc=$?"
+    r = target.sandboxed().run(command, timeout=20)
+    assert "rc=0" not in r.stdout and "Operation not permitted" in r.stderr, r
+    assert target.host.run(command, timeout=20).stdout == "rc=0\n"
+
+
 # ---- 4. network ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("target", ALL, indirect=True)
@@ -350,7 +379,7 @@ def _non_loopback_address() -> str | None:
 
 
 # The sim's network namespace has only its loopback: no address of it is not loopback.
-@pytest.mark.parametrize("target", params_for("local", "ssh", xfail={("*", "landlock"): LANDLOCK_PORTS_ANY_ADDRESS}),
+@pytest.mark.parametrize("target", params_for("local", "ssh", xfail={("*", "landlock"): LANDLOCK_ROOT_PORTS}),
                          indirect=True)
 def test_an_address_that_is_not_loopback_is_not_reachable(target):
     address = _non_loopback_address()
@@ -489,3 +518,57 @@ def test_a_refused_write_says_it_needs_a_change_and_a_plain_failure_does_not(tar
     # without the sandbox the write succeeds: nothing to explain
     r = target.host.run(f"echo changed > {inside}", timeout=20)
     assert r.exit_code == 0 and sandbox_refusal(r) is None
+
+
+# ---- a user who is not root (the Landlock mode as most SSH users meet it) --------------------------------------
+
+def test_a_user_who_is_not_root_changes_no_process_of_their_own():
+    """As nobody, on this machine: the probe picks Landlock, and the command can neither signal, renice nor
+    re-limit the same user's other processes (seccomp's self-only rules; Landlock's signal scope where the
+    kernel has it), nor write outside its scratch; without the sandbox, the same user does all of it."""
+    work = Path(tempfile.mkdtemp(prefix="sandbox-nobody-"))  # pytest's own tmp_path is closed to other users
+    work.chmod(0o777)
+    host = LocalHost(HostSpec(name="l", transport="local"))
+    as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all bash --noprofile --norc -c "
+    info = probe_host(LocalHost(HostSpec(name="n", transport="local")))
+    sandbox = SandboxedHost(host, dataclasses.replace(info, mechanism="landlock"))
+    command = (f'renice -n 5 -p "$VICTIM" >/dev/null; echo "renice=$?"; prlimit --pid "$VICTIM" --nofile=7:7; '
+               f'echo "prlimit=$?"; echo x > {work}/written; echo "write=$?"; kill -TERM "$VICTIM"; echo "kill=$?"')
+    results = {}
+    for label, inner in (("sandboxed", sandbox.launcher_line(command, 20)),
+                         ("plain", f"exec bash --noprofile --norc -c {shlex.quote(command)}")):
+        script = (f"sleep 60 >/dev/null 2>&1 & export VICTIM=$!\n( {inner} ) </dev/null 2>/dev/null\n"
+                  "sleep 0.1; kill -0 $VICTIM 2>/dev/null && echo alive; kill -KILL $VICTIM 2>/dev/null")
+        r = host.run(as_nobody + shlex.quote(script), timeout=40)
+        results[label] = r.stdout.split()
+    shutil.rmtree(work)
+    assert results["plain"] == ["renice=0", "prlimit=0", "write=0", "kill=0"], results
+    sandboxed = results["sandboxed"]
+    assert sandboxed[:4] == ["renice=1", "prlimit=1", "write=1", "kill=1"] and sandboxed[4:] == ["alive"], results
+
+
+def test_a_user_who_is_not_root_reaches_only_loopback():
+    """As nobody, with a port named: the Landlock mode's own network namespace (unprivileged user namespaces
+    are allowed here) relays that port of 127.0.0.1, and the same port on another address stays out of
+    reach, as it is not with Landlock's port rules alone."""
+    address = _non_loopback_address()
+    assert address, "this machine has no non-loopback IPv4 address to test with"
+    loop_port, other_port = free_ports(2)
+    host = LocalHost(HostSpec(name="l", transport="local"))
+    info = probe_host(LocalHost(HostSpec(name="n", transport="local")))
+    sandbox = SandboxedHost(host, dataclasses.replace(info, mechanism="landlock"), ports=[loop_port, other_port])
+    ready = Path(tempfile.mkdtemp(prefix="sandbox-nobody-"))
+    ready.chmod(0o777)
+    listen = (f"{shlex.quote(info.python)} -c {shlex.quote(LISTENER)} {ready}/ready 127.0.0.1:{loop_port} "
+              f"{address}:{other_port} >/dev/null 2>&1 & L=$!\n"
+              f"for i in $(seq 200); do [ -s {ready}/ready ] && break; sleep 0.01; done")
+    command = f"{tcp_reach('127.0.0.1', loop_port)}; {tcp_reach(address, other_port)}"
+    as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all bash --noprofile --norc -c "
+    seen = {}
+    for label, inner in (("sandboxed", sandbox.launcher_line(command, 20)),
+                         ("plain", f"exec bash --noprofile --norc -c {shlex.quote(command)}")):
+        script = f"rm -f {ready}/ready\n{listen}\n( {inner} ) </dev/null 2>/dev/null\nkill $L"
+        seen[label] = host.run(as_nobody + shlex.quote(script), timeout=40).stdout.split()
+    shutil.rmtree(ready)
+    assert seen["plain"] == [f"got:ok:{loop_port}", f"got:ok:{other_port}"], seen
+    assert seen["sandboxed"] == [f"got:ok:{loop_port}", "no-connection"], seen

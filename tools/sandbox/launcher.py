@@ -51,7 +51,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
-CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWIPC = 0x20000, 0x40000000, 0x08000000
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUSER = 0x20000, 0x40000000, 0x08000000, 0x10000000
 
 PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_SET_SECCOMP, PR_CAPBSET_DROP = 1, 8, 22, 24
 PR_SET_SECUREBITS, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 28, 36, 38, 47
@@ -133,6 +133,9 @@ SELF_ONLY = {
     "setpriority": ((141, 140), 1), "sched_setaffinity": ((203, 122), 0), "ioprio_set": ((251, 30), 1),
     "sched_setscheduler": ((144, 119), 0), "sched_setparam": ((142, 118), 0), "sched_setattr": ((314, 274), 0),
 }
+# prlimit64(pid, resource, new, old): reading any process's limits is a read; setting them is allowed only on the
+# caller (pid 0), since a command of the same uid could otherwise lower another's (--cpu=1:1 kills it).
+PRLIMIT64 = (302, 261)
 SOCKET = (41, 198)
 CLONE = (56, 220)
 CLONE3 = (435, 435)
@@ -173,6 +176,13 @@ def seccomp_program(families, same_uid):
             # nr? then load the argument: 0 is "this process", allowed; anything else refused
             prog += [bpf(BPF_JEQ_K, nr, 0, 4), bpf(BPF_LD_W_ABS, 16 + 8 * argi), bpf(BPF_JEQ_K, 0, 0, 1),
                      bpf(BPF_RET_K, SECCOMP_RET_ALLOW), bpf(BPF_RET_K, eperm)]
+    # prlimit64: pid 0 (the caller), or no new limit (a NULL pointer: both halves of the argument zero)
+    # (a jump's offset counts the instructions it skips)
+    prog += [bpf(BPF_JEQ_K, PRLIMIT64[index], 0, 8),
+             bpf(BPF_LD_W_ABS, 16), bpf(BPF_JEQ_K, 0, 5, 0),  # pid 0: allowed
+             bpf(BPF_LD_W_ABS, 32), bpf(BPF_JEQ_K, 0, 0, 2),  # new, low half not 0: refused
+             bpf(BPF_LD_W_ABS, 36), bpf(BPF_JEQ_K, 0, 1, 0),  # new, high half 0 too: a NULL, allowed
+             bpf(BPF_RET_K, eperm), bpf(BPF_RET_K, SECCOMP_RET_ALLOW)]
     # socket(domain, type, ...): only the families allowed; IP sockets only for TCP (no UDP: no DNS, no egress)
     eacces = SECCOMP_RET_ERRNO | errno.EACCES
     checks = [bpf(BPF_LD_W_ABS, 16)]
@@ -371,12 +381,7 @@ def setup_namespaces(stage, scratch_mb, new_net):
     mount("scratch", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=%dm" % scratch_mb)
     check(libc.umount2(stage.encode(), MNT_DETACH), "detach the staging tree")
     if new_net:
-        import socket
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        import fcntl
-        ifreq = struct.pack("16sH14s", b"lo", 0x1 | 0x40, b"")  # IFF_UP | IFF_RUNNING
-        fcntl.ioctl(sock.fileno(), 0x8914, ifreq)  # SIOCSIFFLAGS
-        sock.close()
+        bring_loopback_up()
 
 
 def drop_to_reader():
@@ -396,6 +401,29 @@ def drop_to_reader():
     capset = {"x86_64": 126, "aarch64": 91}[ARCH]
     check(libc.syscall(capset, ctypes.create_string_buffer(header), ctypes.create_string_buffer(data)), "capset")
     check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_READ_SEARCH, 0, 0), "ambient capability")
+
+
+def drop_every_capability():
+    """Root without the rights to change its uid (no CAP_SETUID or CAP_SETPCAP): keep the uid, lose every
+    capability (lowering them needs no right). Processes of the same uid stay reachable: seccomp's
+    self-only rules cover what would change them."""
+    header = struct.pack("Ii", 0x20080522, 0)
+    capset = {"x86_64": 126, "aarch64": 91}[ARCH]
+    check(libc.syscall(capset, ctypes.create_string_buffer(header), ctypes.create_string_buffer(bytes(24))), "capset")
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+
+
+def landlock_identity(scratch):
+    """Root in the Landlock mode (a container without CAP_SYS_ADMIN, say) would keep its capabilities: setting
+    links down, reading /proc/kmsg, re-limiting any process. It becomes the reader uid of the namespace mode,
+    or, failing that, root with no capability. Anyone else has none to lose."""
+    if os.geteuid() != 0:
+        return
+    os.chown(scratch, SANDBOX_UID, SANDBOX_UID)
+    try:
+        drop_to_reader()
+    except (SetupError, OSError):
+        drop_every_capability()
 
 
 # ---- the loopback relay (namespace mode) -----------------------------------------------------------------------
@@ -486,6 +514,61 @@ def serve_outside(channel):
             s.close()
 
 
+def bring_loopback_up():
+    import fcntl
+    import socket
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    ifreq = struct.pack("16sH14s", b"lo", 0x1 | 0x40, b"")  # IFF_UP | IFF_RUNNING
+    fcntl.ioctl(sock.fileno(), 0x8914, ifreq)  # SIOCSIFFLAGS
+    sock.close()
+
+
+def private_network():
+    """The Landlock mode's network namespace of its own, in a user namespace that maps the caller's uid to
+    itself: then only the relayed loopback ports are reachable, on no other address (Landlock's port rules
+    name ports, not addresses). False where the host refuses unprivileged user namespaces: the port rules
+    alone stand then. Not for root become the reader: in a user namespace it would lose the right to read
+    every file, which is what its reads need."""
+    uid, gid = os.geteuid(), os.getegid()
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0:
+        return False
+    for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)), ("gid_map", "%d %d 1" % (gid, gid))):
+        with open("/proc/self/" + name, "w") as f:
+            f.write(text)
+    bring_loopback_up()
+    return True
+
+
+def start_relay(ports, channel, out_w, err_w):
+    """In the command's network namespace: listen on each relayed port of its loopback, then fork. The parent
+    stays behind as the relay, running only this code, until the command ends; the child returns."""
+    import socket
+    import threading
+    listeners = []
+    for port in ports:
+        for family, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+            try:
+                listener = socket.socket(family, socket.SOCK_STREAM)
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                listener.bind((addr, port))
+                listener.listen(16)
+                listeners.append((listener, port))
+            except OSError:
+                pass
+    pid = os.fork()
+    if pid:
+        if listeners:
+            threading.Thread(target=serve_inside, args=(listeners, channel, threading.Lock()), daemon=True).start()
+        os.close(out_w)  # the command's output reaches the supervisor from the command alone
+        os.close(err_w)
+        os.dup2(os.open("/dev/null", os.O_RDWR), 0)
+        _, code = os.waitpid(pid, 0)
+        os._exit(os.WEXITSTATUS(code) if os.WIFEXITED(code) else 128 + os.WTERMSIG(code))
+    for listener, _ in listeners:
+        listener.close()
+    channel.close()
+
+
 # ---- the command and its supervisor ----------------------------------------------------------------------------
 
 def probe():
@@ -510,46 +593,25 @@ def child_start(policy, mechanism, argv, stage, scratch, out_w, err_w, channel):
         os.setpgid(0, 0)
         ports = policy.get("ports") or []
         families = [AF_NETLINK]
-        if ports:
-            import socket
-            import threading
         if mechanism == "namespaces":
             setup_namespaces(stage, policy.get("scratch_mb", 64), bool(ports))
             if ports:
                 families += [AF_INET, AF_INET6]
+                start_relay(ports, channel, out_w, err_w)
             families.append(AF_UNIX)  # a daemon sees the sandbox's own uid, to which it grants nothing
-            listeners = []
-            for port in ports:
-                for family, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
-                    try:
-                        l = socket.socket(family, socket.SOCK_STREAM)
-                        l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                        l.bind((addr, port))
-                        l.listen(16)
-                        listeners.append((l, port))
-                    except OSError:
-                        pass
-            pid = os.fork()
-            if pid:  # the relay stays behind, privileged, running only this code
-                if listeners:
-                    threading.Thread(target=serve_inside, args=(listeners, channel, threading.Lock()),
-                                     daemon=True).start()
-                os.close(out_w)  # the command's output reaches the supervisor from the command alone
-                os.close(err_w)
-                os.dup2(os.open("/dev/null", os.O_RDWR), 0)
-                _, code = os.waitpid(pid, 0)
-                os._exit(os.WEXITSTATUS(code) if os.WIFEXITED(code) else 128 + os.WTERMSIG(code))
-            for l, _ in listeners:
-                l.close()
-            if channel is not None:
-                channel.close()
             drop_to_reader()
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # a change of credentials cleared it
             os.environ["TMPDIR"] = "/dev/shm"
             install_seccomp(families, same_uid=False)
         else:
             abi = landlock_abi()
-            if ports and abi >= 4:  # Landlock then limits TCP connections to the allowed ports
+            root = os.geteuid() == 0
+            landlock_identity(scratch)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # a change of credentials clears it
+            if ports and not root and private_network():
+                families += [AF_INET, AF_INET6]
+                start_relay(ports, channel, out_w, err_w)
+            elif ports and abi >= 4:  # Landlock's port rules alone: those ports on any address
                 families += [AF_INET, AF_INET6]
             landlock_restrict(abi, scratch, ports if abi >= 4 else [])
             os.environ["TMPDIR"] = scratch
@@ -631,7 +693,7 @@ def run(policy, argv):
                                                                           if hasattr(time, "time_ns") else 0))
     os.mkdir(scratch, 0o700 if mechanism == "landlock" else 0o755)
     channel = outside = None
-    if mechanism == "namespaces" and policy.get("ports"):
+    if policy.get("ports"):
         import socket
         outside, channel = socket.socketpair()
     out_r, out_w = os.pipe()
