@@ -281,5 +281,38 @@ class Host:
         if not r.ok:
             raise HostError(f"{self.name}: cannot write {path}: {r.stderr.strip() or 'exit ' + str(r.exit_code)}")
 
+    def open_stream(self, command: str) -> "HostStream":
+        """Start `command` as `run` would, and keep talking to it: its stdin and stdout, for as long as the
+        host is open (a process that serves requests, such as the read sandbox's server). Its stderr is
+        kept, the last 4 KiB, for the message of one that fails to start. Raises HostError if it cannot."""
+        raise HostError(f"{self.name}: this transport cannot keep a process open")
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when the host is closed (what lives as long as its connection)."""
+        self.__dict__.setdefault("_on_close", []).append(callback)
+
     def close(self) -> None:
-        pass
+        for callback in self.__dict__.pop("_on_close", []):
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - closing must never stop the rest from closing
+                pass
+
+
+class HostStream:
+    """A process kept open on a host (Host.open_stream): write to its stdin, read its stdout."""
+
+    def write(self, data: bytes) -> None:
+        """All of `data`; raises OSError once the process or its connection is gone."""
+        raise NotImplementedError
+
+    def read(self) -> bytes:
+        """What stdout has next, blocking; b"" at its end."""
+        raise NotImplementedError
+
+    def stderr_tail(self) -> str:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close stdin (the process ends when it sees that) and let go of the process."""
+        raise NotImplementedError

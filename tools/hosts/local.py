@@ -15,7 +15,8 @@ import subprocess
 import threading
 import time
 
-from tools.hosts.base import CommandResult, Host, HostError, HostSpec, acquire_slot, check_env_names, sudo_hint
+from tools.hosts.base import (CommandResult, Host, HostError, HostSpec, HostStream, acquire_slot, check_env_names,
+                              sudo_hint)
 
 
 class LocalHost(Host):
@@ -85,12 +86,55 @@ class LocalHost(Host):
         ), out
 
 
+    def open_stream(self, command: str) -> HostStream:
+        argv, _ = self._argv(command, None)
+        env = {"PATH": self.spec.path(), "HOME": self._home(), "LANG": "C.UTF-8", **self.spec.env}
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env=env, start_new_session=True, bufsize=0)
+        except OSError as e:
+            raise HostError(f"{self.name}: cannot start {argv[0]}: {e.strerror}") from None
+        return _LocalStream(proc)
+
     def _argv(self, command: str, cwd: str | None) -> tuple[list[str], str | None]:
         """The program line that runs `command`, and the directory to start it in."""
         return ["bash", "--noprofile", "--norc", "-c", command], cwd
 
     def _home(self) -> str:
         return os.environ.get("HOME", "/")
+
+
+class _LocalStream(HostStream):
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.errors = bytearray()
+        threading.Thread(target=self._keep_stderr, daemon=True).start()
+
+    def _keep_stderr(self) -> None:
+        for chunk in iter(lambda: self.proc.stderr.read(4096), b""):
+            self.errors = (self.errors + chunk)[-4096:]
+
+    def write(self, data: bytes) -> None:
+        self.proc.stdin.write(data)  # unbuffered: written whole, or OSError (BrokenPipeError)
+
+    def read(self) -> bytes:
+        try:
+            return self.proc.stdout.read(65536) or b""
+        except (OSError, ValueError):
+            return b""
+
+    def stderr_tail(self) -> str:
+        return self.errors.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            _kill_group(self.proc)
 
 
 def _feed(proc: subprocess.Popen, data: bytes) -> None:

@@ -38,6 +38,7 @@ from tools.hosts.base import (
     Host,
     HostError,
     HostSpec,
+    HostStream,
     SSHSettings,
     UnknownHostKeyError,
     acquire_slot,
@@ -46,7 +47,7 @@ from tools.hosts.base import (
 )
 from tools.hosts.ssh_auth import _KeyAuth
 from tools.hosts.ssh_config import Endpoint, load_ssh_config, parse_target, resolve
-from tools.hosts.ssh_run import _PROLOGUE, KILL_GRACE_S, _RemoteRun
+from tools.hosts.ssh_run import _PGID_MARK, _PROLOGUE, KILL_GRACE_S, _RemoteRun, _shutdown_write
 
 # Endpoint, load_ssh_config, parse_target and resolve are also named from here, as before the split.
 __all__ = ["Endpoint", "EventSink", "SSHHost", "load_ssh_config", "parse_target", "resolve"]
@@ -294,6 +295,7 @@ class SSHHost(Host):
         self._transport = None
 
     def close(self) -> None:
+        super().close()  # what lives on the connection first (a process kept open ends with its stdin)
         with self._lock:
             self._closed = True
             self._close_clients()
@@ -350,6 +352,21 @@ class SSHHost(Host):
         finally:
             self._slots.release()
 
+    def open_stream(self, command: str) -> HostStream:
+        # It holds one of the host's sessions for as long as it lives: with a single one there is none to spare.
+        if self.spec.max_sessions <= 1 or not self._slots.acquire(blocking=False):
+            raise HostError(f"{self.name}: no SSH session to spare for a process kept open (max_sessions="
+                            f"{self.spec.max_sessions})")
+        try:
+            _, chan = self._open_channel()
+            chan.exec_command(self.remote_command_line(command))
+        except BaseException as e:
+            self._slots.release()
+            if isinstance(e, (paramiko.SSHException, EOFError, OSError)):
+                raise HostError(f"{self.name}: cannot start a process kept open: {e}") from None
+            raise
+        return _SSHStream(chan, self._slots)
+
     def _kill_group(self, transport: paramiko.Transport, pgid: int) -> bool:
         """TERM the remote process group, KILL it after a grace period; True if the kill ran."""
         # `kill -0` would count zombies, which linger in the group until their new parent
@@ -386,6 +403,46 @@ class SSHHost(Host):
                     chan.close()
         return False
 
+
+
+class _SSHStream(HostStream):
+    """A process on its own channel; closing the channel's write side ends it (its stdin sees EOF)."""
+
+    def __init__(self, chan: paramiko.Channel, slots: threading.BoundedSemaphore):
+        self.chan = chan
+        self.slots: threading.BoundedSemaphore | None = slots
+        self.errors = bytearray()
+        threading.Thread(target=self._keep_stderr, daemon=True).start()
+
+    def _keep_stderr(self) -> None:
+        try:
+            for chunk in iter(lambda: self.chan.recv_stderr(4096), b""):
+                self.errors = (self.errors + chunk)[-4096:]
+        except (paramiko.SSHException, EOFError, OSError):
+            pass
+
+    def write(self, data: bytes) -> None:
+        try:
+            self.chan.sendall(data)
+        except (paramiko.SSHException, EOFError) as e:
+            raise OSError(str(e) or "the channel is closed") from None
+
+    def read(self) -> bytes:
+        try:
+            return self.chan.recv(65536)
+        except (paramiko.SSHException, EOFError, OSError):
+            return b""
+
+    def stderr_tail(self) -> str:
+        return _PGID_MARK.sub(b"", bytes(self.errors)).decode("utf-8", "replace")
+
+    def close(self) -> None:
+        _shutdown_write(self.chan)
+        self.chan.status_event.wait(5)
+        self.chan.close()
+        slots, self.slots = self.slots, None
+        if slots is not None:
+            slots.release()
 
 
 # --------------------------------------------------------------------------- helpers

@@ -6,6 +6,7 @@ import ast
 import base64
 import functools
 import json
+import os
 import re
 import shlex
 import threading
@@ -14,12 +15,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tools.hosts.base import CommandResult, Host, HostError
+from tools.sandbox.server import SandboxServer
 
 SANDBOX_STATUS = "upgrade-agent-sandbox: "  # what the launcher's own lines on stderr start with
 MAX_TIME_S = 600.0  # the longest a read may run in the sandbox, whatever its caller allows
 MAX_OUTPUT = 32 << 20  # bytes of stdout and stderr together
 SCRATCH_MB = 64
 _MARGIN_S = 5.0  # the transport's own timeout comes after the launcher's, which says what happened
+# A server per host runs the reads (server.py); UPGRADE_AGENT_SANDBOX_SERVER=0 starts a launcher per read
+# instead (slower, the same sandbox). A host whose server failed to start this many times gets no more.
+SERVER_ENABLED = os.environ.get("UPGRADE_AGENT_SANDBOX_SERVER", "1") != "0"
+MAX_SERVER_STARTS = 2
 
 
 class ReadSandboxUnavailable(HostError):
@@ -125,7 +131,7 @@ _REFUSALS = [
 
 def sandbox_refusal(result: CommandResult) -> str | None:
     """The hint for the model when the sandbox, not the command, is why it failed; None otherwise."""
-    if result.exit_code == 0:
+    if result.exit_code == 0 or result.cancelled:
         return None
     err = result.stderr
     for line in err.splitlines():
@@ -174,9 +180,18 @@ class SandboxedHost(Host):
             result = CommandResult(command=command, exit_code=126, stdout="", stderr=message, duration_s=0.0)
             result.hint = sandbox_refusal(result)
             return result, b""
-        outer_timeout = (min(float(timeout), MAX_TIME_S) + _MARGIN_S) if timeout else MAX_TIME_S + _MARGIN_S
-        result, raw = self.inner._run(self.launcher_line(command, timeout), timeout=outer_timeout, cwd=cwd, env=env,
-                                      on_output=on_output, cancel=cancel, stdin=stdin, pty=pty)
+        bound = min(float(timeout), MAX_TIME_S) if timeout else MAX_TIME_S
+        server = self._server() if stdin is None and not pty else None
+        result = None
+        if server is not None:
+            script = command if cwd is None else f"cd -- {shlex.quote(cwd)} || exit\n{command}"
+            result, raw = server.run(script, timeout=bound, env=env, ports=self.ports, on_output=on_output,
+                                     cancel=cancel)
+            if result.connection_lost:  # it ran in the sandbox, so it changed nothing: run it the other way
+                result = None
+        if result is None:
+            result, raw = self.inner._run(self.launcher_line(command, timeout), timeout=bound + _MARGIN_S, cwd=cwd,
+                                          env=env, on_output=on_output, cancel=cancel, stdin=stdin, pty=pty)
         result.command = command
         if result.exit_code == 124 and SANDBOX_STATUS + "stopped after" in result.stderr:
             result.timed_out = True
@@ -184,6 +199,27 @@ class SandboxedHost(Host):
         if hint is not None:
             result.hint = hint if result.hint is None else f"{result.hint} {hint}"
         return result, raw
+
+    def _server(self) -> SandboxServer | None:
+        """The host's server, started on its first read; None where it cannot run (the launcher per read then)."""
+        if not SERVER_ENABLED:
+            return None
+        inner, policy = self.inner, f"max_output={MAX_OUTPUT};scratch_mb={SCRATCH_MB};mechanism={self.info.mechanism}"
+        with inner.__dict__.setdefault("_sandbox_server_lock", threading.Lock()):
+            servers = inner.__dict__.setdefault("_sandbox_servers", {})  # policy -> [server or None, starts]
+            server, starts = servers.get(policy, (None, 0))
+            if server is not None and server.usable:
+                return server
+            if starts >= MAX_SERVER_STARTS:
+                return None
+            try:
+                server = SandboxServer.start(inner, self.info.python or "python3", _bootstrap(), policy)
+            except HostError:
+                server = None
+            servers[policy] = (server, starts + 1)
+            if server is not None:
+                inner.on_close(server.close)
+            return server
 
     def close(self) -> None:  # the inner host belongs to its pool
         pass

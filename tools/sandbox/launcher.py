@@ -39,7 +39,7 @@ import time
 
 STATUS = "upgrade-agent-sandbox: "
 SANDBOX_UID = 1999999999  # a uid no host account uses: the command owns nothing of the host
-EXIT_SETUP, EXIT_TIME, EXIT_OUTPUT = 126, 124, 125
+EXIT_SETUP, EXIT_TIME, EXIT_OUTPUT, EXIT_CANCELLED = 126, 124, 125, 130
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -49,7 +49,7 @@ libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ul
 # mount(2) flags
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_REMOUNT, MS_BIND, MS_REC, MS_SLAVE = 32, 4096, 16384, 1 << 19
 MNT_DETACH = 2
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUSER = 0x20000, 0x40000000, 0x08000000, 0x10000000
 
@@ -87,9 +87,33 @@ def check(ret, what):
     return ret
 
 
-def status(message):
+# In a server's request (see serve), the supervisor's output goes to the server framed: (frames fd, request id).
+OUT = None
+FRAME = struct.Struct("!cII")  # kind, request id, length of the data that follows
+FRAME_DATA = 4096 - FRAME.size  # a frame is written whole: a pipe writes up to PIPE_BUF (4096) bytes at once
+CANCELLED = []  # set by SIGUSR1 in a server's request: the server was told to stop it
+
+
+def emit(stream, data):
+    """The command's output (stream 1 or 2), or the launcher's own lines, to whoever started the launcher."""
+    if OUT is None:
+        os.write(stream, data)
+        return
+    fd, rid = OUT
+    kind = b"O" if stream == 1 else b"E"
+    for i in range(0, len(data), FRAME_DATA):
+        piece = data[i:i + FRAME_DATA]
+        os.write(fd, FRAME.pack(kind, rid, len(piece)) + piece)
+
+
+def status(message, fd=None):
+    """A line of the launcher's own on stderr (or on `fd`, the command's stderr, in the child)."""
+    line = (STATUS + message + "\n").encode()
     try:
-        os.write(2, (STATUS + message + "\n").encode())
+        if fd is None:
+            emit(2, line)
+        else:
+            os.write(fd, line)
     except OSError:
         pass
 
@@ -202,8 +226,12 @@ def seccomp_program(families, same_uid):
     return prog
 
 
+PROGRAMS = {}  # a server's reads share their filters: (families, same_uid) -> program
+
+
 def install_seccomp(families, same_uid):
-    prog = seccomp_program(families, same_uid)
+    key = (tuple(families), same_uid)
+    prog = PROGRAMS.get(key) or PROGRAMS.setdefault(key, seccomp_program(families, same_uid))
     if len(prog) > 4096:
         raise SetupError("seccomp program too long")
     buf = ctypes.create_string_buffer(b"".join(prog))
@@ -360,26 +388,42 @@ def make_read_only(skip):
         mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
-def setup_namespaces(stage, scratch_mb, new_net):
-    flags = CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWNET if new_net else 0)
-    check(libc.unshare(flags), "unshare")
-    mount(None, "/", None, MS_REC | MS_PRIVATE)
-    mount("sandbox", stage, "tmpfs", MS_NOSUID, "mode=755,size=1m")
-    os.mkdir(stage + "/dev", 0o755)
+def prepare_namespace():
+    """What every read shares: a mount namespace of its own in which every mount but /dev (each read builds
+    its own, below) is read-only, nodev and nosuid. Its mounts are slaves of the host's: a file system the
+    host mounts or unmounts later is seen so, and none is kept busy by it."""
+    check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+    mount(None, "/", None, MS_REC | MS_SLAVE)
+    make_read_only("/dev")
+
+
+# Where a read's /dev is built, in its own copy of the namespace: a directory of the host's /dev that the
+# new /dev then covers, so that no path leads back to the host's nodes.
+STAGE_PLACES = ("/dev/shm", "/dev/pts", "/dev/mqueue", "/dev/hugepages")
+
+
+def enter_read_namespace(scratch_mb, new_net):
+    """One read's copy of the prepared namespace: a /dev with only the harmless nodes and the GPU's, a
+    size-limited scratch tmpfs at /dev/shm, and where loopback ports are relayed, a network of its own."""
+    check(libc.unshare(CLONE_NEWNS | (CLONE_NEWNET if new_net else 0)), "unshare")
+    stage = next((place for place in STAGE_PLACES if os.path.isdir(place)), None)
+    if stage is None:
+        raise SetupError("the host's /dev has none of %s to build the sandbox's /dev in" % ", ".join(STAGE_PLACES))
+    mount("sandbox", stage, "tmpfs", MS_NOSUID, "mode=700,size=1m")
+    dev = stage + "/dev"
+    os.mkdir(dev, 0o755)
     for name in PLAIN_DEVICES + tuple(gpu_devices()):
         if os.path.exists("/dev/" + name):
-            open(stage + "/dev/" + name, "w").close()
-            mount("/dev/" + name, stage + "/dev/" + name, None, MS_BIND)
+            open(dev + "/" + name, "w").close()
+            mount("/dev/" + name, dev + "/" + name, None, MS_BIND)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):
-        os.symlink(target, stage + "/dev/" + name)
-    os.mkdir(stage + "/dev/shm", 0o1777)
-    os.mkdir(stage + "/dev/pts", 0o755)
-    make_read_only(stage)
-    mount(stage + "/dev", "/dev", None, MS_BIND | MS_REC)
+        os.symlink(target, dev + "/" + name)
+    os.mkdir(dev + "/shm", 0o1777)
+    os.mkdir(dev + "/pts", 0o755)
+    mount(dev, "/dev", None, MS_BIND | MS_REC)
     mount(None, "/dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
     mount("scratch", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=%dm" % scratch_mb)
-    check(libc.umount2(stage.encode(), MNT_DETACH), "detach the staging tree")
     if new_net:
         bring_loopback_up()
 
@@ -586,15 +630,18 @@ def probe():
             "arch": ARCH, "python": "%d.%d" % sys.version_info[:2], "seccomp": ARCH in AUDIT_ARCH}
 
 
-def child_start(policy, mechanism, argv, stage, scratch, out_w, err_w, channel):
-    """Runs in the forked child: build the sandbox, then exec the command. Never returns."""
+def child_start(policy, mechanism, argv, prepared, scratch, out_w, err_w, channel):
+    """Runs in the forked child: build the sandbox, then exec the command. Never returns.
+    `prepared`: a server made the shared namespace already (namespace mode)."""
     try:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         os.setpgid(0, 0)
         ports = policy.get("ports") or []
         families = [AF_NETLINK]
         if mechanism == "namespaces":
-            setup_namespaces(stage, policy.get("scratch_mb", 64), bool(ports))
+            if not prepared:
+                prepare_namespace()
+            enter_read_namespace(policy.get("scratch_mb", 64), bool(ports))
             if ports:
                 families += [AF_INET, AF_INET6]
                 start_relay(ports, channel, out_w, err_w)
@@ -626,9 +673,9 @@ def child_start(policy, mechanism, argv, stage, scratch, out_w, err_w, channel):
         os.environ.pop("PYTHONSAFEPATH", None)
         os.execvp(argv[0], argv)
     except SetupError as e:
-        status("cannot set up the read sandbox (%s); the command did not run" % e)
+        status("cannot set up the read sandbox (%s); the command did not run" % e, err_w)
     except Exception as e:  # noqa: BLE001 - any failure before exec means the command must not run
-        status("cannot set up the read sandbox (%s: %s); the command did not run" % (type(e).__name__, e))
+        status("cannot set up the read sandbox (%s: %s); the command did not run" % (type(e).__name__, e), err_w)
     os._exit(EXIT_SETUP)
 
 
@@ -674,7 +721,7 @@ def kill_leftovers(pgid):
         time.sleep(0.01)
 
 
-def run(policy, argv):
+def run(policy, argv, prepared=False):
     info = probe()
     mechanism = policy.get("mechanism") or info["mechanism"]
     if mechanism == "none" or mechanism not in ("namespaces", "landlock"):
@@ -686,12 +733,14 @@ def run(policy, argv):
     timeout = float(policy.get("timeout_s", 600))
     max_output = int(policy.get("max_output", 32 << 20))
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    base = os.environ.get("TMPDIR") or "/tmp"
-    if not os.path.isdir(base):
-        base = "/tmp"
-    scratch = stage = os.path.join(base, ".upgrade-agent-sandbox-%d-%d" % (os.getpid(), time.time_ns() % 10**9
-                                                                          if hasattr(time, "time_ns") else 0))
-    os.mkdir(scratch, 0o700 if mechanism == "landlock" else 0o755)
+    scratch = None
+    if mechanism == "landlock":  # the namespace mode's scratch is a tmpfs in the command's own /dev
+        base = os.environ.get("TMPDIR") or "/tmp"
+        if not os.path.isdir(base):
+            base = "/tmp"
+        scratch = os.path.join(base, ".upgrade-agent-sandbox-%d-%d" % (os.getpid(), time.time_ns() % 10**9
+                                                                       if hasattr(time, "time_ns") else 0))
+        os.mkdir(scratch, 0o700)
     channel = outside = None
     if policy.get("ports"):
         import socket
@@ -704,7 +753,7 @@ def run(policy, argv):
         os.close(err_r)
         if outside is not None:
             outside.close()
-        child_start(policy, mechanism, argv, stage, scratch, out_w, err_w, channel)
+        child_start(policy, mechanism, argv, prepared, scratch, out_w, err_w, channel)
     os.close(out_w)
     os.close(err_w)
     if channel is not None:
@@ -718,6 +767,9 @@ def run(policy, argv):
     streams = {out_r: 1, err_r: 2}
     written, deadline, stopped, code, grace = 0, time.monotonic() + timeout, None, None, None
     while streams:
+        if CANCELLED:
+            stopped = "cancel"
+            break
         now = time.monotonic()
         if code is None:
             done, status_code = os.waitpid(pid, os.WNOHANG)
@@ -743,7 +795,7 @@ def run(policy, argv):
                 stopped = "output"
             written += len(chunk)
             try:
-                os.write(streams[fd], chunk)
+                emit(streams[fd], chunk)
             except OSError:
                 stopped = stopped or "reader"
             if stopped:
@@ -757,11 +809,17 @@ def run(policy, argv):
             code = status_code
         elif time.monotonic() >= deadline:
             stopped = "time"
+        elif CANCELLED:
+            stopped = "cancel"
         else:
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
     kill_leftovers(pid)
-    cleanup(scratch, mechanism)
+    if scratch is not None:
+        import shutil
+        shutil.rmtree(scratch, ignore_errors=True)
+    if stopped == "cancel":  # the caller asked for it, and knows
+        return EXIT_CANCELLED
     if stopped == "time":
         status("stopped after %g s, the read's time bound: a read that does not end by itself needs a bound "
                "(timeout N, head -n N, a count such as -c N)" % timeout)
@@ -776,15 +834,124 @@ def run(policy, argv):
     return os.WEXITSTATUS(code)
 
 
-def cleanup(path, mechanism):
-    if mechanism == "landlock":
-        import shutil
-        shutil.rmtree(path, ignore_errors=True)
-    else:
+# ---- the server: one per host and session, a read per request -------------------------------------------------
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def serve(policy):
+    """Reads requests on stdin, runs each read as `run` does (in a process of its own, forked from this one,
+    which made the shared namespace once), and writes what they print on stdout, framed (FRAME):
+
+        in:  R id {"command", "timeout_s", "ports", "env"}   run a read      K id   stop it
+        out: S 0 {probe}   the server is ready   O/E id DATA   its output    X id CODE   it ended
+
+    The cost of a read is then a fork and its own /dev, not an interpreter, this program and a namespace.
+    It ends when stdin closes (the session ended, or its connection), stopping the reads still running."""
+    import json
+    info = probe()
+    mechanism = policy.get("mechanism") or info["mechanism"]
+    if mechanism not in ("namespaces", "landlock") or (mechanism == "namespaces" and info["mechanism"] != "namespaces"):
+        status("no read sandbox of the %s kind can be set up on this host; the server did not start" % mechanism)
+        return EXIT_SETUP
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    if mechanism == "namespaces":
+        prepare_namespace()
+    for families in ([AF_NETLINK, AF_UNIX], [AF_NETLINK, AF_INET, AF_INET6, AF_UNIX]) if mechanism == "namespaces" else \
+            ([AF_NETLINK], [AF_NETLINK, AF_INET, AF_INET6]):  # made once here, forked into every read
+        PROGRAMS[(tuple(families), mechanism != "namespaces")] = seccomp_program(families, mechanism != "namespaces")
+    frames_r, frames_w = os.pipe()
+    hello = json.dumps(dict(info, mechanism=mechanism)).encode()
+    write_all(1, FRAME.pack(b"S", 0, len(hello)) + hello)
+    running, pending, reading, stop_by = {}, b"", True, None
+    while reading or running:
+        while running:  # reap the requests that ended
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            for rid, child in list(running.items()):
+                if child == pid:
+                    del running[rid]
+        if stop_by is not None and time.monotonic() > stop_by:
+            for child in running.values():
+                try:
+                    os.kill(child, signal.SIGKILL)
+                except OSError:
+                    pass
         try:
-            os.rmdir(path)
+            ready, _, _ = select.select([frames_r, 0] if reading else [frames_r], [], [], 0.1)
+        except InterruptedError:
+            continue
+        try:
+            if frames_r in ready:
+                write_all(1, os.read(frames_r, 65536))
+            if 0 in ready:
+                chunk = os.read(0, 65536)
+                if not chunk:
+                    raise BrokenPipeError
+                pending += chunk
+                while len(pending) >= FRAME.size:
+                    kind, rid, size = FRAME.unpack_from(pending)
+                    if len(pending) < FRAME.size + size:
+                        break
+                    data, pending = pending[FRAME.size:FRAME.size + size], pending[FRAME.size + size:]
+                    if kind == b"R" and rid not in running:
+                        running[rid] = start_request(policy, mechanism, rid, json.loads(data.decode()), frames_r,
+                                                     frames_w)
+                    elif kind == b"K" and rid in running:
+                        os.kill(running[rid], signal.SIGUSR1)
+        except OSError:  # stdin closed or stdout gone: the session is over, and so are its reads
+            reading, stop_by = False, time.monotonic() + 2
+            for child in running.values():
+                try:
+                    os.kill(child, signal.SIGUSR1)
+                except OSError:
+                    pass
+    while True:  # what the last reads wrote
+        ready, _, _ = select.select([frames_r], [], [], 0)
+        if not ready:
+            break
+        try:
+            write_all(1, os.read(frames_r, 65536))
         except OSError:
-            pass
+            break
+    return 0
+
+
+def start_request(policy, mechanism, rid, request, frames_r, frames_w):
+    """Fork the read's supervisor; it runs `run` with its output framed to the server, then says how it ended."""
+    global OUT
+    pid = os.fork()
+    if pid:
+        return pid
+    code = EXIT_SETUP
+    try:
+        os.close(frames_r)
+        null = os.open("/dev/null", os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        OUT = (frames_w, rid)
+        signal.signal(signal.SIGUSR1, lambda *_: CANCELLED.append(True))
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        for key, value in (request.get("env") or {}).items():
+            os.environ[key] = value
+        read_policy = dict(policy, mechanism=mechanism, timeout_s=float(request.get("timeout_s") or 600),
+                           ports=[int(p) for p in request.get("ports") or []])
+        code = run(read_policy, ["bash", "--noprofile", "--norc", "-c", request["command"]],
+                   prepared=mechanism == "namespaces")
+    except BaseException as e:  # noqa: BLE001 - the server must hear that this read ended, whatever happened
+        status("the read sandbox failed (%s: %s); the command may not have run" % (type(e).__name__, e))
+    try:
+        text = str(code).encode()
+        os.write(frames_w, FRAME.pack(b"X", rid, len(text)) + text)
+    finally:
+        os._exit(0)
 
 
 def parse_policy(text):
@@ -809,6 +976,12 @@ def main(args):
         import json
         sys.stdout.write(json.dumps(probe()) + "\n")
         return 0
+    if args[:1] == ["--serve"] and len(args) == 2:
+        try:
+            return serve(parse_policy(args[1]))
+        except SetupError as e:
+            status("cannot set up the read sandbox (%s); the server did not start" % e)
+            return EXIT_SETUP
     if len(args) < 3 or args[1] != "--":
         status("usage: launcher POLICY_JSON -- COMMAND...")
         return EXIT_SETUP
