@@ -3,10 +3,11 @@
     python3 benchmarks/read_sandbox.py [--n 60] [--rounds 3]
 
 A real OpenSSH server on 127.0.0.1 (tests/sshd.py) and one pooled connection; the same read
-(`cat /etc/os-release`) through the ssh_exec tool, once with the session's hosts as they are and once
-wrapped in the read sandbox (tools/sandbox), alternating round by round so that the machine's load
-falls on both alike; then inspect_host the same way. Prints one JSON object: medians per command and
-the ratios sandboxed/plain (targets: ssh_exec <= 2x, inspect_host <= 1.2x).
+(`cat /etc/os-release`) through the ssh_exec tool, with the session's hosts as they are ("plain"),
+wrapped in the read sandbox as it runs ("sandboxed": the host's sandbox server), and wrapped with a
+launcher started for each read ("launcher_per_read", the way before the server), alternating round by
+round so that the machine's load falls on all alike; then inspect_host the same way. Prints one JSON
+object: medians per command and the ratios to plain (targets: ssh_exec <= 2x, inspect_host <= 1.2x).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from tools.base import ArtifactStore, ToolContext  # noqa: E402
 from tools.hosts import HostPool, HostSpec, SSHSettings  # noqa: E402
 from tools.inspect_host import InspectHost  # noqa: E402
+import tools.sandbox.host as sandbox_host  # noqa: E402
 from tools.sandbox import SandboxedHosts  # noqa: E402
 from tools.ssh_exec import SSHExec  # noqa: E402
 
@@ -59,16 +61,18 @@ def main() -> int:
                                    project_known_hosts=work / "project_known_hosts")
             events: list = []
             pool = HostPool([HostSpec(name="box")], settings=settings, on_event=lambda k, d: events.append((k, d)))
-            variants = {"plain": pool, "sandboxed": SandboxedHosts(pool)}
+            variants = {"plain": pool, "sandboxed": SandboxedHosts(pool), "launcher_per_read": SandboxedHosts(pool)}
             ssh_exec, inspect = SSHExec(), InspectHost()
             read = ssh_exec.parse_args({"host": "box", "command": "cat /etc/os-release"})
             look = inspect.parse_args({"host": "box"})
             times = {f"{tool}_{v}": [] for tool in ("ssh_exec", "inspect_host") for v in variants}
-            for name, hosts in variants.items():  # warm up: the connection, the probe
+            for name, hosts in variants.items():  # warm up: the connection, the probe, the server
+                sandbox_host.SERVER_ENABLED = name != "launcher_per_read"
                 ctx = ToolContext(hosts=hosts, artifacts=ArtifactStore(None))
                 assert ssh_exec.run(ctx, read).exit_code == 0
             for _ in range(opts.rounds):
                 for name, hosts in variants.items():
+                    sandbox_host.SERVER_ENABLED = name != "launcher_per_read"
                     ctx = ToolContext(hosts=hosts, artifacts=ArtifactStore(None))
 
                     def one_read():
@@ -84,8 +88,9 @@ def main() -> int:
     out = {
         "ssh_exec_ms": {v: round(med[f"ssh_exec_{v}"] * 1000, 2) for v in variants},
         "inspect_host_ms": {v: round(med[f"inspect_host_{v}"] * 1000, 1) for v in variants},
-        "ssh_exec_ratio": round(med["ssh_exec_sandboxed"] / med["ssh_exec_plain"], 2),
-        "inspect_host_ratio": round(med["inspect_host_sandboxed"] / med["inspect_host_plain"], 2),
+        "ssh_exec_ratio": {v: round(med[f"ssh_exec_{v}"] / med["ssh_exec_plain"], 2) for v in variants if v != "plain"},
+        "inspect_host_ratio": {v: round(med[f"inspect_host_{v}"] / med["inspect_host_plain"], 2)
+                               for v in variants if v != "plain"},
         "mechanism": next((d.get("mechanism") for k, d in events if k == "read_sandbox"), None),
         "rounds": opts.rounds, "n": opts.n, "inspect_n": opts.inspect_n,
         "all_rounds_ms": {k: [round(x * 1000, 2) for x in v] for k, v in times.items()},
