@@ -298,6 +298,10 @@ def check_tool_authorization(i: int, tool: str, args: dict[str, Any]) -> dict[st
         if key not in fields:
             raise ValueError(f"authorizations[{i}].args.{key} is not an argument of {tool}; "
                              f"its arguments: {', '.join(fields)}")
+        if not cls.pinned:  # ssh_exec, web_search: nothing a rule could name changes what they do
+            shell = (" A shell command is authorized by a rule with its exact text: {host: HOST, command: \"...\"}"
+                     if tool == "ssh_exec" else "")
+            raise ValueError(f"authorizations[{i}].args.{key}: a rule for {tool} names no arguments.{shell}")
         if key not in cls.pinned:
             raise ValueError(f"authorizations[{i}].args.{key}: an authorization does not decide {key} (it does not "
                              f"change what {tool} does); the arguments it decides: {', '.join(cls.pinned)}")

@@ -159,6 +159,16 @@ def test_a_rule_must_name_what_it_would_otherwise_leave_open(tmp_path):
         load_goal(goal)
 
 
+def test_a_shell_command_rule_written_as_ssh_exec_arguments_says_how_to_write_it(tmp_path):
+    goal = tmp_path / "g.yaml"
+    goal.write_text("goal: x\nhosts: [sim]\nauthorizations:\n  - {host: sim, tool: ssh_exec, "
+                    "args: {command: \"dmesg --level=err\", outside_sandbox: true}}\n")
+    with pytest.raises(GoalError) as e:
+        load_goal(goal)
+    said = str(e.value)
+    assert "a rule for ssh_exec names no arguments" in said and '{host: HOST, command: "..."}' in said, said
+
+
 def test_an_allowed_change_tells_the_model_which_rule_allowed_it(tmp_path):
     sim = build_sim(tmp_path / "gpu")
     pool = HostPool([sim.host_spec()])
