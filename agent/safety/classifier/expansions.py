@@ -77,7 +77,8 @@ class _Expansions:
                 for child in current.named_children:
                     scope.visit(child, feed)
                 continue
-            if kind in ("simple_expansion", "expansion") and not (plain_variables and _plain_variable(current)) \
+            if kind in ("simple_expansion", "expansion") and not (plain_variables and (_plain_variable(current) or
+                                                                                      _text(current) == "$?")) \
                     and not self._known_variable(current):
                 self.add(
                     MUTATING,

@@ -48,9 +48,9 @@ class _SimpleCommands:
                 "see for sure what runs",
                 structural=True,
             )
-        # `echo $PATH`: echo's options only shape its output, so a plain variable in its arguments,
-        # whatever its value, cannot make it write or run anything (subscripts, `${!x}` and
-        # `${x:=y}` still count: they evaluate or assign).
+        # `echo $PATH`, `echo $?`: echo's options only shape its output, so a plain variable (or the last
+        # status) in its arguments, whatever its value, cannot make it write or run anything (subscripts,
+        # `${!x}` and `${x:=y}` still count: they evaluate or assign).
         self.spend(len(words))  # expanding and judging each word costs about a unit
         plain_echo = not dynamic and self.literal(name_node) == "echo"
         expanded = [self.expand(w, plain_variables=plain_echo and i > 0, outputs=i > 0) for i, w in enumerate(words)]

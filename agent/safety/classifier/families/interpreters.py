@@ -250,9 +250,8 @@ def _python_module(an: Analysis, cmd: _Cmd, module_arg: Arg | None, rest: list[A
 
 
 def _json_tool(an: Analysis, cmd: _Cmd, rest: list[Arg]) -> None:
-    """`python3 -m json.tool FILE` pretty-prints one file. A second operand is the file it writes; on standard
-    input (`... | python3 -m json.tool`) it stays refused, as the red-team corpus of 2026-12c holds it among
-    the lines that must be, and `jq .` reads a pipe instead."""
+    """`python3 -m json.tool [FILE]` pretty-prints one file, or standard input (`... | python3 -m json.tool`,
+    as careful engineers write it). A second operand is the file it writes."""
     flags = [a for a in rest if (a.text or "").startswith("--")]
     files = [a for a in rest if a not in flags]
     shown = f"{cmd.prog} -m json.tool"
@@ -262,8 +261,7 @@ def _json_tool(an: Analysis, cmd: _Cmd, rest: list[Arg]) -> None:
     elif len(files) > 1:
         an.write(files[1], f"`{shown} IN OUT`", "json.tool")
     elif not files:
-        an.add(MUTATING, "json.tool:stdin", f"`{shown}` on standard input is not accepted; pipe into `jq .` instead, "
-                                            f"or give it the file")
+        an.allow(cmd, "json.tool", check_globs=False)
     elif files_read_ok(an, "json.tool", files, shown) and in_trusted_places(an, "json.tool", files):
         an.allow(cmd, "json.tool", check_globs=False)
 

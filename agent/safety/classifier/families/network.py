@@ -232,13 +232,21 @@ _CURL_READ = frozenset({
     "--http2", "--retry", "--retry-delay", "--retry-max-time", "--retry-connrefused", "--retry-all-errors",
     "--disable", "--noproxy", "--url", "--get", "--raw", "--tcp-nodelay", "--progress-bar", "--max-filesize",
     "--trace-time", "--styled-output", "--no-keepalive", "--keepalive-time", "--speed-limit", "--speed-time",
-    "--limit-rate", "--output",
+    "--limit-rate", "--output", "--head",
 })
 
 
 def _loopback_read(urls: list[Arg]) -> bool:
-    return bool(urls) and all(u.text is not None and not u.pattern and _LOOPBACK_URL.fullmatch(u.text)
-                              for u in urls)
+    return bool(urls) and all(u.text is not None and _LOOPBACK_URL.fullmatch(u.text)
+                              and (not u.pattern or _only_ipv6_loopback_brackets(u.text)) for u in urls)
+
+
+def _only_ipv6_loopback_brackets(url: str) -> bool:
+    """`http://[::1]:8000/health` unquoted is a bash pattern too: it could match only a directory `http:` of the
+    working directory holding `1:8000/health` or `::8000/health`, and then name host 0.0.0.1 or none, so it
+    reaches no host either way; any other glob character keeps the word a pattern."""
+    rest = url.replace("[::1]", "", 1)
+    return "[::1]" in url and not any(c in rest for c in "*?[]")
 
 
 def _curl_reads(parsed: Parsed) -> bool:
@@ -261,8 +269,9 @@ def _curl_reads(parsed: Parsed) -> bool:
     return _loopback_read(parsed.operands + parsed.values("--url"))
 
 
-# GNU Wget. It follows redirects by itself (to any host), saves to a file unless -O -, and -e runs
-# any wgetrc command; so only `-O -` with --max-redirect=0 to a loopback endpoint is read-only.
+# GNU Wget. It saves to a file unless -O - (or --spider, which saves nothing), and -e runs any wgetrc
+# command; so `-O -` or --spider to a loopback endpoint is read-only. It follows a redirect by itself: a
+# loopback server could send it on to another host with a GET, which the read sandbox's network refuses.
 WGET = Spec(
     "wget",
     "-V|--version -h|--help -b|--background!write -e|--execute=!config -o|--output-file=!write "
@@ -299,11 +308,11 @@ _WGET_READ = frozenset({"--quiet", "--output-document", "--no-verbose", "-n", "-
                         "--read-timeout", "--dns-timeout", "--tries", "--server-response", "--header",
                         "--user-agent", "--no-check-certificate", "--inet4-only", "--inet6-only", "--no-proxy",
                         "--max-redirect", "--no-config", "--no-cache", "--no-cookies", "--no-hsts", "--verbose",
-                        "--debug"})
+                        "--debug", "--spider"})
 
 
 def _wget_reads(parsed: Parsed) -> bool:
-    if parsed.unknown or not parsed.has("--max-redirect") or not parsed.has("--output-document"):
+    if parsed.unknown or not (parsed.has("--output-document") or parsed.has("--spider")):
         return False
     for used in parsed.used:
         name = used.option.names[-1]

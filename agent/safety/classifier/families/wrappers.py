@@ -416,7 +416,7 @@ def _wrapper_handler(an: Analysis, cmd: _Cmd) -> None:
 
 # env, command, numactl and the priority wrappers have handlers of their own below; xargs is judged
 # by the interpreters family, since what it runs is often a shell.
-_OWN_HANDLERS = {"env", "command", "numactl", "xargs", "timeout", "nice", "ionice", "chrt", "taskset"}
+_OWN_HANDLERS = {"env", "command", "numactl", "xargs", "timeout", "nice", "ionice", "chrt", "taskset", "time"}
 for _name in set(_WRAPPER_PARSERS) - _OWN_HANDLERS:
     _HANDLERS[_name] = _wrapper_handler
 
@@ -442,6 +442,18 @@ def _timeout(an: Analysis, cmd: _Cmd) -> None:
     if unbounded is not None:
         an.add(MUTATING, "timeout:unbounded", unbounded)
     an.inner_words(parsed.operands[1:], "timeout", cmd.stdin)
+
+
+@_handles("time")
+def _time(an: Analysis, cmd: _Cmd) -> None:
+    """bash's `time [-p] PIPELINE` only measures what it runs (and GNU time without options the same): judged
+    by that command. GNU time's options (-o FILE writes, -f formats it) keep it a wrapper."""
+    args = cmd.args[1:] if cmd.args and cmd.args[0].text == "-p" else cmd.args
+    if not args or args[0].text is None or args[0].text.startswith("-") or \
+            ("/" in cmd.name and not trusted_program_path(cmd.name)):
+        _wrapper_handler(an, cmd)
+        return
+    an.inner_words(args, "time", cmd.stdin)
 
 
 # Signals whose default action ends the process. The others (STOP, CONT, TSTP, CHLD, WINCH, URG...)
