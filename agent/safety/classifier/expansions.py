@@ -14,6 +14,10 @@ from agent.safety.classifier.tree import _excerpt, _inner_text, _plain_variable,
 from agent.safety.classifier.words import _ansi_c, _arg_from, _product, _split_ifs, _unquote_double, _unquote_word
 
 
+# What the outer command sees for a reading process substitution: a pipe's path (bash's first is /dev/fd/63).
+_READ_PIPE = "/dev/fd/63"
+
+
 class _Expansions:
     """The words of a command: each word node's possible word lists, and the findings its expansions call for; a
     part of `_Analysis` (analysis.py), whose state and other parts it reaches through self."""
@@ -58,6 +62,9 @@ class _Expansions:
             kind = current.type
             if kind == "command_substitution" and _single_word_substitution(current):
                 continue  # `$(uname -r)`: a read-only command whose output is one plain word
+            if kind == "process_substitution" and self._reading_substitution(current):
+                pending.extend(current.named_children)  # `diff <(pip freeze) req.lock`: judged as the read it is
+                continue
             if kind in ("command_substitution", "process_substitution"):
                 label = "$(...)" if kind == "command_substitution" else f"{_text(current.children[0])}...)"
                 what = "command substitution" if kind == "command_substitution" else "process substitution"
@@ -134,7 +141,18 @@ class _Expansions:
             return [(_Seg(output.rstrip("\n"), quoted=quoted, split=not quoted),)]
         if kind == "brace_expression":
             return [(_Seg(raw, quoted=quoted, glob=not quoted),)]
+        if kind == "process_substitution" and self._reading_substitution(node):
+            return [(_Seg(_READ_PIPE, quoted=True),)]
         return [(_Seg(None),)]
+
+    def _reading_substitution(self, node: Node) -> bool:
+        """`<(COMMAND)` of a command that is read-only judged on its own: the outer command gets a pipe to read
+        (its path, /dev/fd/N, reads as any pipe does). `>(...)` is handed what the outer command writes."""
+        if not node.children or node.children[0].type != "<(":
+            return False
+        inner = _inner_text(node)
+        self.spend(1 + len(inner) // 8)
+        return self._read_only_alone(inner)
 
     def _expansion_values(self, node: Node) -> frozenset[str | None] | None:
         """Possible values of `$x`, `${x}`, `${x:-default}` or `${x:0:2}`; None when nothing is known."""

@@ -154,6 +154,9 @@ _READABLE_DEVICES = frozenset(
     {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/stdin", "/dev/tty"}
 )
 _READABLE_DEVICE_PATTERN = re.compile(r"/dev/fd/\d+|/proc/self/fd/\d+|/proc/thread-self/fd/\d+")
+# Attributes under /sys/firmware that only report a fixed value (whether the machine booted 32- or 64-bit
+# UEFI); the rest of /sys/firmware (EFI variables, ACPI tables, DMI) stays refused.
+_PLAIN_FIRMWARE_FILES = frozenset({"/sys/firmware/efi/fw_platform_size"})
 # Files under /proc and /sys whose reading takes data others need or arms something.
 _CONSUMING_READS = re.compile(
     r"^/proc/kmsg$|^/proc/sysrq-trigger$|^/proc/[^/]+/(task/[^/]+/)?(mem|clear_refs|pagemap)$|/trace_pipe(_raw)?$|"
@@ -173,7 +176,7 @@ def read_risk(path: str | None, cwd: str | None = "/") -> tuple[RiskClass, str, 
     norm = normalize(path, cwd)
     if norm is None:
         return MUTATING, "unknown-path", _unknown_path(path)
-    if norm in _READABLE_DEVICES or _READABLE_DEVICE_PATTERN.fullmatch(norm):
+    if norm in _READABLE_DEVICES or _READABLE_DEVICE_PATTERN.fullmatch(norm) or norm in _PLAIN_FIRMWARE_FILES:
         return None
     if _CONSUMING_READS.search(norm):
         what = "a device file, whose reading can arm or drive hardware" if norm.startswith("/dev/") else \

@@ -4,6 +4,8 @@ or a glob, is guessed at, and a guess may only raise the class."""
 
 from __future__ import annotations
 
+import re
+
 import fnmatch
 import posixpath
 
@@ -16,6 +18,12 @@ from agent.safety.classifier.outputs import accepted_output_args
 from agent.safety.classifier.registry import _HANDLERS, _handler_for
 from agent.safety.classifier.tree import _excerpt, _has_expansion, _text
 from agent.safety.classifier.words import _combine, _join
+
+
+# Variables that only narrow which GPUs a command sees (CUDA's own: no code, file or host is named by
+# them), with literal values: indexes, UUIDs of GPUs or MIG instances.
+_DEVICE_SELECTION = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"})
+_DEVICE_LIST = re.compile(r"""(["']?)[A-Za-z0-9,._:/-]*\1""")
 
 
 class _SimpleCommands:
@@ -84,12 +92,14 @@ class _SimpleCommands:
     def _prefix_assignment(self, node: Node) -> None:
         name_node = node.child_by_field_name("name")
         name = _text(name_node) if name_node is not None else "?"
+        value = node.child_by_field_name("value")
+        if name in _DEVICE_SELECTION and (value is None or _DEVICE_LIST.fullmatch(_text(value))):
+            return  # `CUDA_VISIBLE_DEVICES=0 python3 -c ...`: which GPUs the command sees, nothing it runs or writes
         if name in _CODE_LOADING_VARIABLES:
             why = f"`{name}=...` before the command changes which code it loads or runs"
         else:
             why = f"`{name}=...` before the command changes its environment"
         self.add(MUTATING, "assignment", why + "; assignments are not accepted as read-only", structural=True)
-        value = node.child_by_field_name("value")
         if value is not None:
             self.expand(value, split=False)
 

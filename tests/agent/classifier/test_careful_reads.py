@@ -44,9 +44,23 @@ def test_the_lines_not_read_only_are_exactly_the_listed_exceptions():
     assert not accepted, "now read-only, so take them out of exceptions.tsv:\n" + "\n".join(accepted)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28's target is not met: most remaining refusals are blocked by "
-                                       "red-team corpora that hold the same forms refused (see exceptions.tsv)")
+def _reads_by(reason: str) -> set[str]:
+    return {line for line, why in exceptions().items() if why.startswith(reason)}
+
+
+def test_at_least_98_percent_of_the_reads_the_sandbox_can_run_are_read_only():
+    """Leaving out the corpus lines that are not reads (the corpus's mistakes) and the reads of a daemon that
+    acts (crictl, ctr, dcgmi, docker), which the read sandbox does not let through however they are
+    classified, so they need an approval either way."""
+    lines = set(reads()) - _reads_by("not a read") - _reads_by("a daemon's read")
+    share = 1 - len(refused() & lines) / len(lines)
+    assert share >= TARGET_SHARE, f"{share:.1%} of {len(lines)} careful reads the sandbox can run are read-only"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 28's target over all the reads is not met (97.3%): 13 of the 20 refused "
+                                       "reads ask a daemon that acts (crictl, ctr, dcgmi, docker), which the read "
+                                       "sandbox refuses however they are classified (see exceptions.tsv)")
 def test_at_least_98_percent_of_the_careful_reads_are_read_only():
-    lines = reads()
-    share = 1 - len(refused()) / len(lines)
+    lines = set(reads()) - _reads_by("not a read")
+    share = 1 - len(refused() & lines) / len(lines)
     assert share >= TARGET_SHARE, f"{share:.1%} of {len(lines)} careful reads are read-only"

@@ -161,7 +161,8 @@ def _python(an: Analysis, cmd: _Cmd) -> None:
                         return
                     _inline_code(an, cmd, value, "python", "-c")
                     return
-                probe_flags = probe_flags and letter in _PROBE_FLAGS
+                probe_flags = probe_flags and (letter in _PROBE_FLAGS or letter == "X" and value is not None
+                                               and value.text in _PROBE_X_OPTIONS)
                 if letter == "m":
                     _python_module(an, cmd, value, rest)
                     return
@@ -192,7 +193,9 @@ def _python(an: Analysis, cmd: _Cmd) -> None:
 # Interpreter flags a version probe may carry: isolation, no bytecode, unbuffered, quiet, warnings.
 _PROBE_FLAGS = frozenset("IEsSBuqbOW")
 # `python -m` modules that only print the environment: PyTorch's and SGLang's reports, sys.path.
-_PROBE_MODULES = frozenset({"torch.utils.collect_env", "sglang.check_env", "site"})
+_PROBE_MODULES = frozenset({"torch.utils.collect_env", "sglang.check_env", "site", "xformers.info"})
+# -X options that only report (import times, on stderr) or change how text is decoded; pycache_prefix= writes
+_PROBE_X_OPTIONS = frozenset({"importtime", "utf8", "faulthandler"})
 # Servers' entry points whose `--help` (argparse: it prints and exits) a careful engineer reads before an
 # upgrade; importing them runs only their installed package code, as a version probe's imports do.
 _HELP_MODULES = frozenset({"vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main", "sglang.launch_server"})

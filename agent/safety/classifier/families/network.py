@@ -219,7 +219,7 @@ CURL = Spec(
 
 # Endpoints of a local model server that only report: health, metrics, the models served, versions.
 _READ_ENDPOINTS = ("health", "healthz", "metrics", "models", "v1/models", "version", "server_info",
-                   "get_server_info", "get_model_info")
+                   "get_server_info", "get_model_info", "pods")  # pods: the kubelet's read-only port
 _LOOPBACK_URL = re.compile(
     r"(?:https?://)?(?:127\.0\.0\.1|localhost|\[::1\])(?::[0-9]{1,5})?/(?:" +
     "|".join(re.escape(e) for e in _READ_ENDPOINTS) + r")/?"

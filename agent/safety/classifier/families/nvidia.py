@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import posixpath
+import re
 
 from agent.safety.classifier.command import DESTRUCTIVE, MUTATING, Analysis, Arg, _Cmd
 from agent.safety.classifier.options import Effect, Parsed, Spec
@@ -277,6 +278,20 @@ def _nvcc(an: Analysis, cmd: _Cmd) -> None:
         an.allow(cmd)
     else:
         an.add(MUTATING, "nvcc:compile", "`nvcc` with these arguments compiles code and writes output files")
+
+
+# The CUDA toolkit's deviceQuery sample lists each device's properties (it makes a context, as a torch
+# probe does) and takes no arguments that matter; only the toolkit's own copy, named by its path.
+_DEVICE_QUERY = re.compile(r"/usr/local/cuda(-\d+(\.\d+)*)?/extras/demo_suite/deviceQuery")
+
+
+@_handles("deviceQuery")
+def _device_query(an: Analysis, cmd: _Cmd) -> None:
+    if _DEVICE_QUERY.fullmatch(cmd.name) and not cmd.args:
+        an.allow(cmd)
+    else:
+        an.add(MUTATING, "unknown-command", f"`{cmd.name}` is not the CUDA toolkit's deviceQuery "
+                                            "(/usr/local/cuda*/extras/demo_suite/deviceQuery, without arguments)")
 
 
 @_handles_matching(r".*\.run")

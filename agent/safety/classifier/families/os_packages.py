@@ -107,8 +107,33 @@ def _apt(an: Analysis, cmd: _Cmd) -> None:
         an.add(MUTATING, f"{cmd.prog}:{sub or 'unknown'}", f"`{cmd.prog} {sub or '...'}` changes installed packages or APT state")
 
 
+# dnf's and yum's queries of what is installed and of their own history read the rpm database and the
+# history database only: `list installed` loads no repository (so refreshes no metadata from the network),
+# nor does `history`. Only the quiet and cache-only options may come before them: others (--setopt,
+# --enablerepo, -c) choose configuration, plugins or repositories.
+_RPM_TOOL_QUIET = frozenset({"-q", "--quiet", "-C", "--cacheonly"})
+
+
+def _rpm_tool_reads(cmd: _Cmd) -> bool:
+    texts = [a.text for a in cmd.args]
+    while texts and texts[0] in _RPM_TOOL_QUIET:
+        texts = texts[1:]
+    if cmd.prog not in ("dnf", "yum") or len(texts) < 2 or any(t is None for t in texts) or \
+            any(a.pattern for a in cmd.args) and not texts[:2] == ["list", "installed"]:
+        return False
+    rest = texts[2:]
+    if texts[:2] == ["list", "installed"]:
+        return all(not t.startswith("-") for t in rest)  # package names or patterns, matched in the rpm database
+    if texts[0] == "history" and texts[1] in ("list", "info"):
+        return all(re.fullmatch(r"last(-\d+)?|\d+(\.\.\d+)?|[\w.+*-]+", t) for t in rest)
+    return False
+
+
 @_handles("dnf", "yum", "microdnf", "zypper", "tdnf")
 def _rpm_tool(an: Analysis, cmd: _Cmd) -> None:
+    if _rpm_tool_reads(cmd):
+        an.allow(cmd, check_globs=False)
+        return
     operands = _operands(cmd.args)
     sub = operands[0].text if operands else None
     if sub in ("remove", "erase", "autoremove", "rm", "groupremove", "distro-sync"):

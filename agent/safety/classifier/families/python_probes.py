@@ -28,7 +28,7 @@ PROBE_MODULES = frozenset(
         "numpy", "xformers", "flash_attn", "deepspeed", "accelerate", "tensorrt", "tensorrt_llm", "cupy", "jax",
         "jaxlib", "onnxruntime", "safetensors", "tokenizers", "huggingface_hub", "pydantic", "nvidia", "pynvml",
         "cuda", "scipy", "pandas", "sentencepiece", "outlines", "xgrammar", "bitsandbytes", "apex", "timm",
-        "importlib", "sys", "platform", "os", "sysconfig", "site", "json", "struct", "ctypes.util", "pprint",
+        "importlib", "sys", "platform", "os", "sysconfig", "site", "json", "struct", "ctypes", "pprint",
     }
 )
 PROBE_CALLS = frozenset(
@@ -47,8 +47,10 @@ PROBE_CALLS = frozenset(
         "numpy.show_config", "triton.runtime.driver.active.get_current_target",
         "pynvml.nvmlInit", "pynvml.nvmlSystemGetDriverVersion", "pynvml.nvmlDeviceGetCount",
         "tensorrt.__version__", "ctypes.util.find_library",
-        # (torch.cuda.init, memory_summary/allocated/reserved, compiled_with_cxx11_abi and ctypes.CDLL queries
-        # are reads too, but the red-team corpus of 2026-12c holds them among the lines that must stay refused)
+        # CUDA's initialisation and the caching allocator's counters: a context on the device, as
+        # get_device_properties and mem_get_info make (redteam-2026-12c's doubtful.tsv), nothing more
+        "torch.cuda.init", "torch.cuda.memory_summary", "torch.cuda.memory_allocated", "torch.cuda.memory_reserved",
+        "torch.cuda.max_memory_allocated", "torch.compiled_with_cxx11_abi",
         "torch.backends.cuda.flash_sdp_enabled", "torch.backends.cuda.mem_efficient_sdp_enabled",
         "torch.backends.cuda.math_sdp_enabled", "torch.backends.cuda.cudnn_sdp_enabled",
         "pynvml.nvmlShutdown", "cuda.cuda.cuDriverGetVersion", "cuda.bindings.driver.cuDriverGetVersion",
@@ -69,6 +71,14 @@ PROBE_CALLS = frozenset(
         "json.dumps", "pprint.pprint", "struct.calcsize",
     }
 )
+# CUDA's own libraries loaded by ctypes, and the version and device queries a probe calls on them
+# (`ctypes.CDLL('libcuda.so.1').cuDriverGetVersion(ctypes.byref(v))`); any other library or function is not a probe.
+_CUDA_LIBRARY = re.compile(r"lib(cuda|cudart|nvidia-ml)\.so(\.\d+)*")
+_CUDA_LIBRARY_QUERIES = frozenset({"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGetName",
+                                   "cudaRuntimeGetVersion", "cudaDriverGetVersion", "cudaGetDeviceCount",
+                                   "nvmlInit_v2", "nvmlSystemGetDriverVersion"})
+_CTYPES_VALUES = frozenset({"ctypes.c_int", "ctypes.c_uint", "ctypes.byref", "ctypes.create_string_buffer",
+                            "ctypes.util.find_library"})
 # NVML's queries: everything it sets, resets, clears, registers or creates is named otherwise.
 _NVML_QUERY = re.compile(r"pynvml\.nvml(System|Device|Unit|Vgpu|Gpu)Get\w+")
 # Probe calls that open and read the file an argument names (`platform.libc_ver("/dev/watchdog")` reads
@@ -119,6 +129,7 @@ class _Checker:
     def __init__(self) -> None:
         self.names: dict[str, str] = {}  # local name -> dotted name of the module or function it is bound to
         self.values: set[str] = set()  # local names bound to values computed here (not modules)
+        self.libraries: set[str] = set()  # local names bound to one of CUDA's libraries (ctypes.CDLL)
 
     # -- statements
 
@@ -149,6 +160,8 @@ class _Checker:
             self.expression(node.value)
             for target in node.targets:
                 self.bind(target)
+                if isinstance(target, ast.Name) and self.cuda_library(node.value):
+                    self.libraries.add(target.id)
         elif isinstance(node, ast.If):
             self.expression(node.test)
             self.statements(node.body)
@@ -180,6 +193,7 @@ class _Checker:
     def bind(self, target: ast.expr) -> None:
         if isinstance(target, ast.Name):
             self.names.pop(target.id, None)
+            self.libraries.discard(target.id)
             self.values.add(target.id)
         elif isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
@@ -251,8 +265,16 @@ class _Checker:
                 raise _NotAProbe("it reads an attribute whose name is computed")
             return
         name = self.dotted(function)
+        if name == "ctypes.CDLL":
+            if not self.cuda_library(node):
+                raise _NotAProbe("`ctypes.CDLL` loads a library that is not one of CUDA's by a literal name")
+            return
+        if isinstance(function, ast.Attribute) and function.attr in _CUDA_LIBRARY_QUERIES and (
+                self.cuda_library(function.value)
+                or isinstance(function.value, ast.Name) and function.value.id in self.libraries):
+            return  # a version or device query of CUDA's library (its arguments were checked above)
         if name is not None:
-            if name not in PROBE_CALLS and not _NVML_QUERY.fullmatch(name):
+            if name not in PROBE_CALLS and name not in _CTYPES_VALUES and not _NVML_QUERY.fullmatch(name):
                 raise _NotAProbe(f"it calls `{name}`, which is not a version or device query")
             if name in _OPENS_ITS_ARGUMENT and (node.args or node.keywords):
                 raise _NotAProbe(f"`{name}` with an argument opens the file it names, which may be a device; "
@@ -267,3 +289,9 @@ class _Checker:
             self.expression(function.value)  # a method of a value: `torch.__version__.split("+")`
             return
         raise _NotAProbe(f"it calls `{ast.unparse(function)[:40]}`, which is not a call a probe needs")
+
+    def cuda_library(self, node: ast.expr) -> bool:
+        """`ctypes.CDLL('libcuda.so.1')`: one of CUDA's libraries, named literally, and nothing else."""
+        return (isinstance(node, ast.Call) and self.dotted(node.func) == "ctypes.CDLL" and len(node.args) == 1
+                and not node.keywords and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str) and bool(_CUDA_LIBRARY.fullmatch(node.args[0].value)))

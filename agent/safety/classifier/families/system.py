@@ -7,7 +7,7 @@ import re
 
 from agent.safety.classifier.command import DESTRUCTIVE, FORBIDDEN, MUTATING, Analysis, _Cmd
 from agent.safety.classifier.options import REMOTE_HOST, Effect, Parsed, Spec, _long_options, _short_options
-from agent.safety.classifier.paths import in_trusted_places, read_risk
+from agent.safety.classifier.paths import in_trusted_places, read_risk, trusted_program_path
 from agent.safety.classifier.registry import (
     _HANDLERS,
     _checked,
@@ -169,9 +169,9 @@ def _ulimit_operands(an: Analysis, cmd: _Cmd, parsed: Parsed) -> bool:
 # ld.so FILE`): the loader maps the file and its dependencies, prints where they are and exits before any
 # of their code (constructors, IFUNC resolvers) runs, and glibc's ldd no longer runs the file itself.
 # -r/-d (relocations) and -u (unused dependencies) make the loader relocate, which runs IFUNC resolvers:
-# not read-only. Only shared libraries are accepted (`*.so`, `*.so.N`, `*.o`, `*.a`): older ldd scripts
-# ran a program whose ELF interpreter is not the system's directly, and the red-team corpus of 2026-12c
-# keeps `ldd /bin/ls` refused.
+# not read-only. Older ldd scripts ran a program whose ELF interpreter is not the system's directly, so a
+# file in a world-writable place (planted there by anyone) is refused; libraries and the host's own
+# programs elsewhere (`ldd /usr/bin/nvidia-smi`, `ldd /usr/local/cuda/bin/nvcc`) are not anyone's plant.
 LDD = Spec("ldd", "--help --version -d|--data-relocs!relocates -r|--function-relocs!relocates "
                   "-u|--unused!relocates -v|--verbose",
            files=True, effects={"relocates": Effect(MUTATING, "makes the loader relocate the file, which runs its "
@@ -183,9 +183,11 @@ def _ldd_operands(an: Analysis, cmd: _Cmd, parsed: Parsed) -> bool:
     if not in_trusted_places(an, cmd.prog, parsed.operands):
         return False
     for operand in parsed.operands:
-        if operand.pattern or not _LIBRARY.fullmatch((operand.text or "").rsplit("/", 1)[-1]):
-            an.add(MUTATING, "mutating:ldd", f"`ldd {operand.text}` is not a shared library; for a program an "
-                                             f"older ldd runs it, so only libraries are accepted")
+        text = operand.text or ""
+        if operand.pattern or not (_LIBRARY.fullmatch(text.rsplit("/", 1)[-1]) or trusted_program_path(text)):
+            an.add(MUTATING, "mutating:ldd", f"`ldd {operand.text}` is a program named by a relative path or a "
+                                             f"pattern; an older ldd runs a program, so only libraries and programs "
+                                             f"at a full path outside world-writable places are accepted")
             return False
     return True
 
