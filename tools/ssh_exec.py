@@ -26,8 +26,9 @@ class SSHExecArgs(StrictArgs):
     cwd: str | None = Field(None, description="Directory to run in (default: the user's home directory).")
     env: EnvVars | None = Field(None, description="Extra environment variables for this command only.")
     outside_sandbox: bool = Field(False, description="Run it outside the read sandbox. Only for a command the "
-                                  "sandbox stopped (its hint says so) and that truly needs to: it then counts as a "
-                                  "change, with a verified backup and the operator's approval.")
+                                  "sandbox stopped (its hint says so) and that truly needs to: a read (as the gate "
+                                  "judges it) then needs the operator's approval or a goal-file rule naming its exact "
+                                  "text, and no backup; any other command is a change, with a verified backup too.")
 
 
 
@@ -58,8 +59,9 @@ class SSHExec(Tool):
     no backup or approval, inside the host's read sandbox: every file system is read-only there
     (but $TMPDIR), only harmless devices and the GPU's are visible, the command has no privileges
     and reaches no host but the loopback ports it names. A read the sandbox stops fails with a
-    hint that says what it blocked; a command that needs what it blocked is a change: send it
-    again with outside_sandbox: true, and it needs a backup and approval. Read-only commands
+    hint that says what it blocked; a command that needs what it blocked (a privilege, a device,
+    a daemon) can be sent again with outside_sandbox: true, where it needs an approval (a change
+    needs a backup too). Read-only commands
     are programs that only print or query, with options that change nothing (nvidia-smi queries, ls, cat/head/grep of ordinary files, ps, ss, ip ... show,
     df, uname, dpkg -l, pip list/show/freeze, `python3 -c` one-liners that only import
     packages and print their versions and devices, `curl -s` GETs of a loopback server's

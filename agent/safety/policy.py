@@ -150,6 +150,13 @@ def _with_interpreter(risk: Risk, interpreter: str | None) -> Risk:
                        f"({probe.reason}); leave `python` out to use the host's configured one")
 
 
+# A read the model asked to run outside the read sandbox (ssh_exec outside_sandbox: true) of a command the
+# classifier judges read-only: it needs an approval, the operator's or a rule naming its exact text, as a
+# change does; but no backup (none would undo what a misjudged read does: a device it opens, a process
+# it signals) and no baseline, and it does not count as a change of its host.
+UNGUARDED_READ = "outside-sandbox"
+
+
 def classify_action(action: Action) -> Risk:
     """An action's risk: declared by the tool, or (for shell commands) from the classifier.
 
@@ -164,9 +171,9 @@ def classify_action(action: Action) -> Risk:
     if action.workload is None:
         risk = classify(action.subject)
         if action.outside_sandbox and risk.cls is RiskClass.READ_ONLY:
-            return Risk(cls=RiskClass.MUTATING, rule="outside-sandbox",
+            return Risk(cls=RiskClass.MUTATING, rule=UNGUARDED_READ,
                         reason=f"it runs outside the read sandbox, where nothing stops a change ({risk.reason}): "
-                               "it needs a verified backup and an approval, as a change does")
+                               "it needs an approval (no backup: what a misjudged read does, no backup undoes)")
         return risk
     env = action.workload.env
     risk = classify_workload(command_subject(action.workload.command, cwd=action.workload.cwd))
@@ -233,6 +240,7 @@ class SafetyPolicy:
             self.measured.measured(decision.host, str(data["label"]))
         is_backup = decision.risk.rule == "backup" and decision.risk.cls is RiskClass.MUTATING
         if decision.risk.cls in (RiskClass.MUTATING, RiskClass.DESTRUCTIVE) and not is_backup \
+                and decision.risk.rule != UNGUARDED_READ \
                 and tool not in SCHEDULER_TOOLS \
                 and not _never_started(status, data):
             self.measured.changed(decision.host)
@@ -325,9 +333,10 @@ class SafetyPolicy:
         need = self._requirement(tool, action, risk, backups)
         backup = need.backup
         backup_id = backup.backup_id if backup else None
+        unguarded_read = risk.rule == UNGUARDED_READ
         no_backup = (f"there is no verified backup of {action.host} from this session{need.missing}"
-                     if action.host is not None and backup is None else None)
-        no_baseline = self._missing_baseline(tool, action.host)
+                     if action.host is not None and backup is None and not unguarded_read else None)
+        no_baseline = None if unguarded_read else self._missing_baseline(tool, action.host)
         what = f"this is a {risk.cls.value} step ({risk.reason})"
         if self.mode == "interactive":
             if no_backup or no_baseline:

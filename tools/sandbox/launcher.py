@@ -630,6 +630,13 @@ def probe():
             "arch": ARCH, "python": "%d.%d" % sys.version_info[:2], "seccomp": ARCH in AUDIT_ARCH}
 
 
+def set_scratch(path):
+    """TMPDIR, and the caches tools write as they read (pip's, under XDG_CACHE_HOME), in the scratch: else pip
+    warns on every call that the home's cache is not writable."""
+    os.environ["TMPDIR"] = path
+    os.environ["XDG_CACHE_HOME"] = path + "/.cache"
+
+
 def child_start(policy, mechanism, argv, prepared, scratch, out_w, err_w, channel):
     """Runs in the forked child: build the sandbox, then exec the command. Never returns.
     `prepared`: a server made the shared namespace already (namespace mode)."""
@@ -648,7 +655,7 @@ def child_start(policy, mechanism, argv, prepared, scratch, out_w, err_w, channe
             families.append(AF_UNIX)  # a daemon sees the sandbox's own uid, to which it grants nothing
             drop_to_reader()
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # a change of credentials cleared it
-            os.environ["TMPDIR"] = "/dev/shm"
+            set_scratch("/dev/shm")
             install_seccomp(families, same_uid=False)
         else:
             abi = landlock_abi()
@@ -661,7 +668,7 @@ def child_start(policy, mechanism, argv, prepared, scratch, out_w, err_w, channe
             elif ports and abi >= 4:  # Landlock's port rules alone: those ports on any address
                 families += [AF_INET, AF_INET6]
             landlock_restrict(abi, scratch, ports if abi >= 4 else [])
-            os.environ["TMPDIR"] = scratch
+            set_scratch(scratch)
             install_seccomp(families, same_uid=True)
         # Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec: `cat big | head`
         # would then end with EPIPE (status 1) instead of dying of SIGPIPE as it does outside.

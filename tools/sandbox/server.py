@@ -66,10 +66,15 @@ class SandboxServer:
         self._buffer = bytearray()
 
     @classmethod
-    def start(cls, inner: Host, python: str, boot: str, policy: str) -> "SandboxServer":
-        """Start the server on `inner` and wait for its hello; HostError when it does not come."""
+    def start(cls, inner: Host, python: str, boot: str, policy: str, first: bytes = b"") -> "SandboxServer":
+        """Start the server on `inner` (`first`: what its stdin gets before any request, the launcher) and
+        wait for its hello; HostError when it does not come."""
         stream = inner.open_stream(f"exec {shlex.quote(python)} -I -S -c {shlex.quote(boot)} --serve "
                                    f"{shlex.quote(policy)}")
+        try:
+            stream.write(first)
+        except OSError:
+            pass  # the hello will not come either, and the stream's stderr says why
         hello: queue.Queue = queue.Queue()
         server = cls(inner.name, stream, {})
         threading.Thread(target=server._read_frames, args=(hello,), daemon=True,
