@@ -5,7 +5,11 @@ Run from the repository's root with the interpreter that holds torch (docs/gpu.m
     python3 tests/gpu/sandbox_check.py > sandbox-check.json
 
 It prints one JSON object: the mechanism the probe chose, and for each check the command, its exit
-code, the first lines of its output and whether it came out as a read must (queries work, changes fail).
+code, the first lines of its output and whether it came out as a read must (queries work, changes fail),
+and what a read costs (`nvidia-smi -L` and `cat /etc/os-release`, median of 20, plain and sandboxed).
+
+`UPGRADE_AGENT_SANDBOX_MECHANISM=landlock` forces the Landlock mode where the probe picks namespaces (as
+root), and `UPGRADE_AGENT_SANDBOX_SERVER=0` starts a launcher per read instead of the host's server.
 """
 
 from __future__ import annotations
@@ -67,11 +71,39 @@ def inspect_in_sandbox(host: LocalHost) -> dict:
             "toolkit_on_path": facts["toolkit_on_path"], "notes": facts["notes"]}
 
 
+def read_cost(host, sandboxed) -> dict:
+    """Median milliseconds of two quick reads, plain and in the sandbox, taking turns."""
+    import statistics
+    import time
+    out = {}
+    for command in ("nvidia-smi -L", "cat /etc/os-release"):
+        times = {"plain": [], "sandboxed": []}
+        for _ in range(20):
+            for name, runner in (("plain", host), ("sandboxed", sandboxed)):
+                start = time.perf_counter()
+                r = runner.run(command, timeout=60)
+                if r.exit_code != 0:
+                    out[command] = {"failed": name, "result": r.stderr[-300:]}
+                    break
+                times[name].append(time.perf_counter() - start)
+        if command in out:
+            continue
+        med = {k: statistics.median(v) * 1000 for k, v in times.items()}
+        out[command] = {k: round(v, 2) for k, v in med.items()} | {"ratio": round(med["sandboxed"] / med["plain"], 2)}
+    return out
+
+
 def main() -> int:
+    import dataclasses
+    from tools.sandbox import host as sandbox_host
     host = LocalHost(HostSpec(name="gpu", transport="local"))
     info = probe_host(host)
+    forced = os.environ.get("UPGRADE_AGENT_SANDBOX_MECHANISM")
+    if forced:
+        info = dataclasses.replace(info, mechanism=forced)
+    host._read_sandbox = info  # what SandboxedHosts finds for inspect_host, as a session's probe leaves it
     sandboxed = SandboxedHost(host, info)
-    out = {"sandbox": info.as_event("gpu"), "checks": []}
+    out = {"sandbox": info.as_event("gpu"), "server": sandbox_host.SERVER_ENABLED, "checks": []}
     before = host.run("nvidia-smi --query-gpu=persistence_mode,clocks.sm,power.limit,compute_mode "
                       "--format=csv,noheader").stdout.strip()
     ok = True
@@ -87,6 +119,7 @@ def main() -> int:
     after = host.run("nvidia-smi --query-gpu=persistence_mode,clocks.sm,power.limit,compute_mode "
                      "--format=csv,noheader").stdout.strip()
     out["inspect_host"] = inspect_in_sandbox(host)
+    out["read_cost_ms"] = read_cost(host, sandboxed)
     ok &= out["inspect_host"].get("gpus", 0) > 0
     out["gpu_state_before"], out["gpu_state_after"] = before, after
     out["gpu_state_unchanged"] = before.split(",")[0] == after.split(",")[0] and \

@@ -274,7 +274,7 @@ def stat_is_dir(fd):
     return st.S_ISDIR(os.fstat(fd).st_mode)
 
 
-def landlock_restrict(abi, scratch, ports):
+def landlock_restrict(abi, scratch, ports, writable=()):
     handled = fs_mask(abi)
     net = (LL_NET_BIND | LL_NET_CONNECT) if abi >= 4 else 0
     scoped = (LL_SCOPE_ABSTRACT_UNIX | LL_SCOPE_SIGNAL) if abi >= 6 else 0
@@ -306,7 +306,8 @@ def landlock_restrict(abi, scratch, ports):
     for name in PLAIN_DEVICES + tuple(gpu_devices()):
         if os.path.exists("/dev/" + name):
             allow("/dev/" + name, node)
-    allow(scratch, handled & ~LL_EXECUTE & ~LL_IOCTL_DEV | LL_READ_FILE | LL_READ_DIR)
+    for path in (scratch,) + tuple(writable):
+        allow(path, handled & ~LL_EXECUTE & ~LL_IOCTL_DEV | LL_READ_FILE | LL_READ_DIR)
     if net:
         for port in ports:
             rule = ctypes.create_string_buffer(struct.pack("=QQ", LL_NET_CONNECT, port))
@@ -460,14 +461,16 @@ def drop_every_capability():
 def landlock_identity(scratch):
     """Root in the Landlock mode (a container without CAP_SYS_ADMIN, say) would keep its capabilities: setting
     links down, reading /proc/kmsg, re-limiting any process. It becomes the reader uid of the namespace mode,
-    or, failing that, root with no capability. Anyone else has none to lose."""
+    or, failing that, root with no capability. Anyone else has none to lose. True: it is the reader now."""
     if os.geteuid() != 0:
-        return
+        return False
     os.chown(scratch, SANDBOX_UID, SANDBOX_UID)
     try:
         drop_to_reader()
+        return True
     except (SetupError, OSError):
         drop_every_capability()
+        return False
 
 
 # ---- the loopback relay (namespace mode) -----------------------------------------------------------------------
@@ -660,14 +663,24 @@ def child_start(policy, mechanism, argv, prepared, scratch, out_w, err_w, channe
         else:
             abi = landlock_abi()
             root = os.geteuid() == 0
-            landlock_identity(scratch)
+            reader = landlock_identity(scratch)
+            if reader:
+                # A daemon sees the reader's uid, to which it grants nothing, as in the namespace mode; CUDA's
+                # initialisation needs a unix socket (torch fails with error 304 without one). The user's own
+                # uid keeps none: a daemon may trust that user (docker's group).
+                families.append(AF_UNIX)
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # a change of credentials clears it
             if ports and not root and private_network():
                 families += [AF_INET, AF_INET6]
                 start_relay(ports, channel, out_w, err_w)
             elif ports and abi >= 4:  # Landlock's port rules alone: those ports on any address
                 families += [AF_INET, AF_INET6]
-            landlock_restrict(abi, scratch, ports if abi >= 4 else [])
+            # CUDA's driver names its threads in /proc (/proc/self/task/TID/comm) as it starts, and fails with
+            # error 304 when it cannot. The reader may write /proc as in the namespace mode: the kernel's owner
+            # checks leave it nothing of another process, nor /proc/sys. A user's own uid would reach that
+            # user's other processes: it gets /proc/self, which this process keeps after exec (its children,
+            # a pipeline's CUDA program among them, do not).
+            landlock_restrict(abi, scratch, ports if abi >= 4 else [], writable=("/proc",) if reader else ("/proc/self",))
             set_scratch(scratch)
             install_seccomp(families, same_uid=True)
         # Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec: `cat big | head`
@@ -868,7 +881,8 @@ def serve(policy):
     if mechanism == "namespaces":
         prepare_namespace()
     for families in ([AF_NETLINK, AF_UNIX], [AF_NETLINK, AF_INET, AF_INET6, AF_UNIX]) if mechanism == "namespaces" else \
-            ([AF_NETLINK], [AF_NETLINK, AF_INET, AF_INET6]):  # made once here, forked into every read
+            ([AF_NETLINK], [AF_NETLINK, AF_INET, AF_INET6], [AF_NETLINK, AF_UNIX],
+             [AF_NETLINK, AF_UNIX, AF_INET, AF_INET6]):  # made once here, forked into every read
         PROGRAMS[(tuple(families), mechanism != "namespaces")] = seccomp_program(families, mechanism != "namespaces")
     frames_r, frames_w = os.pipe()
     hello = json.dumps(dict(info, mechanism=mechanism)).encode()
