@@ -576,3 +576,62 @@ def test_a_user_who_is_not_root_reaches_only_loopback():
     shutil.rmtree(ready)
     assert seen["plain"] == [f"got:ok:{loop_port}", f"got:ok:{other_port}"], seen
     assert seen["sandboxed"] == [f"got:ok:{loop_port}", "no-connection"], seen
+
+
+# ---- what a read may not spend, and what it may use ----------------------------------------------------------
+
+@pytest.mark.parametrize("target", ALL, indirect=True)
+def test_a_read_can_reopen_its_own_output_by_path(target):
+    # `> /dev/stderr` and `tee /dev/stdout` reopen the command's pipes through /proc/self/fd: the pipes are
+    # the reader's own, or the kernel refuses the reader (the root that made them owns them)
+    r = target.sandboxed().run("echo out > /dev/stdout; echo err > /dev/stderr; echo both | tee /dev/stderr",
+                               timeout=20)
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "out\nboth\n", "err\nboth\n"), r
+
+
+@pytest.mark.parametrize("target", ALL, indirect=True)
+def test_a_read_dumps_no_core_and_is_first_in_the_oom_killers_line(target):
+    # a core file would be written by the kernel's core handler, as root and outside every namespace
+    r = target.sandboxed().run("ulimit -c; cat /proc/self/oom_score_adj", timeout=20)
+    assert r.stdout.split() == ["0", "1000"], r
+    assert target.host.run("ulimit -c; cat /proc/self/oom_score_adj", timeout=20).stdout.split() != ["0", "1000"]
+
+
+@pytest.mark.parametrize("target", ALL, indirect=True)
+def test_an_ipc_object_a_read_makes_does_not_outlive_it(target):
+    # namespaces: each read has an IPC namespace of its own; Landlock: the calls that make one are refused
+    sh = target.sandboxed()
+    made = sh.run("ipcmk -M 4096 && ipcs -m | grep -c 4096", timeout=20)
+    if target.mechanism == "landlock":
+        assert made.exit_code != 0 and "not permitted" in made.stderr, made
+    else:
+        assert made.exit_code == 0 and made.stdout.split()[-1] == "1", made
+        assert sh.run("ipcs -m | grep -c 4096 || true", timeout=20).stdout.strip() == "0"
+
+
+@pytest.mark.parametrize("target", params_for("local", "ssh"), indirect=True)
+def test_an_abstract_unix_socket_of_the_host_is_not_reachable(target):
+    # abstract sockets need no file: any uid that shares the network namespace may connect, unless Landlock's
+    # scope (ABI 6) keeps the read to its own
+    name = f"upgrade-agent-test-{uuid.uuid4().hex[:8]}"
+    listen = (f"{shlex.quote(target.info.python)} -c \"import socket,time; s=socket.socket(socket.AF_UNIX); "
+              f"s.bind(b'\\\\0{name}'); s.listen(1); time.sleep(20)\" & L=$!; sleep 0.3")
+    connect = (f"python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect(b'\\\\0{name}'); "
+               f"print('connected')\"")
+    out, _, _ = around(target, target.sandboxed(), connect, before=listen, after="kill $L")
+    assert "connected" not in out, out
+    out, _, _ = around(target, None, connect, before=listen, after="kill $L")
+    assert "connected" in out, out
+
+
+@pytest.mark.parametrize("target", ALL, indirect=True)
+def test_the_scratch_holds_a_bounded_number_of_files(target):
+    # the size bound does not count inodes, which cost the kernel memory too (namespace mode: a tmpfs of the
+    # read's own; Landlock's scratch is a directory of the host's TMPDIR, bounded by that file system)
+    r = target.sandboxed().run('cd "$TMPDIR" && for i in $(seq 20000); do : > "f$i" || break; done; ls | wc -l',
+                               timeout=60)
+    count = int(r.stdout.split()[-1])
+    if target.mechanism == "namespaces":
+        assert count < 20000 and "No space left" in r.stderr, (count, r.stderr[-200:])
+    else:
+        assert count == 20000

@@ -31,6 +31,7 @@ The supervisor bounds wall-clock time and output, and kills what the command lef
 import ctypes
 import errno
 import os
+import resource
 import select
 import signal
 import struct
@@ -39,6 +40,7 @@ import time
 
 STATUS = "upgrade-agent-sandbox: "
 SANDBOX_UID = 1999999999  # a uid no host account uses: the command owns nothing of the host
+READER_PROCESSES = 2048  # processes of that uid at once, every read of a session together
 EXIT_SETUP, EXIT_TIME, EXIT_OUTPUT, EXIT_CANCELLED = 126, 124, 125, 130
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -151,6 +153,9 @@ METADATA = {
     "lremovexattr": (198, 15), "fremovexattr": (199, 16), "utime": (132, None), "utimes": (235, None),
     "utimensat": (280, 88), "futimesat": (261, None),
 }
+# SysV and POSIX IPC objects: refused where the command runs in the host's IPC namespace (Landlock), where
+# a segment it made would outlive it (the namespace mode gives each read an IPC namespace of its own).
+IPC_OBJECTS = {"shmget": (29, 194), "semget": (64, 190), "msgget": (68, 186), "mq_open": (240, 180)}
 # Calls allowed only on the caller itself (first argument 0) where the command runs as the host's own uid:
 # renicing, pinning or re-limiting another process of the same user changes it.
 SELF_ONLY = {
@@ -186,7 +191,7 @@ def seccomp_program(families, same_uid):
         prog += [bpf(BPF_JGE_K, 0x40000000, 0, 1), bpf(BPF_RET_K, eperm)]
     denied = [SYSCALLS[n][index] for n in DENIED]
     if same_uid:
-        denied += [METADATA[n][index] for n in METADATA]
+        denied += [METADATA[n][index] for n in METADATA] + [IPC_OBJECTS[n][index] for n in IPC_OBJECTS]
     for nr in denied:
         if nr is not None:
             prog += [bpf(BPF_JEQ_K, nr, 0, 1), bpf(BPF_RET_K, eperm)]
@@ -319,6 +324,20 @@ def landlock_restrict(abi, scratch, ports, writable=()):
     return {"signals_confined": bool(scoped), "tcp_ports_only": bool(net)}
 
 
+def landlock_scope():
+    """Where the kernel has Landlock's scopes (ABI 6), the namespace mode's read may neither connect to an
+    abstract unix socket nor signal a process made outside it: a read that names no port shares the host's
+    network, whose abstract sockets (a container shim's, say) answer any uid. Files are left to the mounts
+    (a rule on them would refuse `> /dev/stderr`, a pipe reopened through /proc)."""
+    if landlock_abi() < 6:
+        return
+    attr = ctypes.create_string_buffer(struct.pack("QQQ", 0, 0, LL_SCOPE_ABSTRACT_UNIX | LL_SCOPE_SIGNAL))
+    rs = check(libc.syscall(LL_CREATE, attr, ctypes.c_size_t(24), ctypes.c_uint32(0)), "landlock scope")
+    check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    check(libc.syscall(LL_RESTRICT, ctypes.c_int(rs), ctypes.c_uint32(0)), "landlock restrict")
+    os.close(rs)
+
+
 # ---- namespaces ------------------------------------------------------------------------------------------------
 
 def has_cap(cap):
@@ -389,13 +408,23 @@ def make_read_only(skip):
         mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
+# Sockets of daemons that act for anyone who connects, whatever the uid: the journal writes what it is sent
+# to the host's disk, and the resolver and nscd send any name asked of them out to the DNS. Hidden from
+# reads under an empty tmpfs (journalctl reads the journal's files, which stay; names resolve from /etc/hosts).
+SCRATCH_INODES = 16384  # files in a read's scratch: each costs the kernel memory its size limit does not count
+HIDDEN_SOCKET_DIRS = ("/run/systemd/journal", "/run/systemd/resolve", "/run/nscd", "/var/run/nscd")
+
+
 def prepare_namespace():
     """What every read shares: a mount namespace of its own in which every mount but /dev (each read builds
-    its own, below) is read-only, nodev and nosuid. Its mounts are slaves of the host's: a file system the
-    host mounts or unmounts later is seen so, and none is kept busy by it."""
+    its own, below) is read-only, nodev and nosuid, and the sockets above hidden. Its mounts are slaves of
+    the host's: a file system the host mounts or unmounts later is seen so, and none is kept busy by it."""
     check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
     mount(None, "/", None, MS_REC | MS_SLAVE)
     make_read_only("/dev")
+    for path in HIDDEN_SOCKET_DIRS:
+        if os.path.isdir(path) and not os.path.islink(path):
+            mount("hidden", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=755,size=4k")
 
 
 # Where a read's /dev is built, in its own copy of the namespace: a directory of the host's /dev that the
@@ -405,8 +434,11 @@ STAGE_PLACES = ("/dev/shm", "/dev/pts", "/dev/mqueue", "/dev/hugepages")
 
 def enter_read_namespace(scratch_mb, new_net):
     """One read's copy of the prepared namespace: a /dev with only the harmless nodes and the GPU's, a
-    size-limited scratch tmpfs at /dev/shm, and where loopback ports are relayed, a network of its own."""
-    check(libc.unshare(CLONE_NEWNS | (CLONE_NEWNET if new_net else 0)), "unshare")
+    size-limited scratch tmpfs at /dev/shm (and a bound on its files), IPC of its own, and a network of its
+    own where loopback ports are relayed. A read that names none stays in the host's network, whose
+    sockets `ss` and `ip` show; Landlock's scope (where the kernel has it) keeps it from the abstract
+    unix sockets there, which answer any uid that connects."""
+    check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWNET if new_net else 0)), "unshare")
     stage = next((place for place in STAGE_PLACES if os.path.isdir(place)), None)
     if stage is None:
         raise SetupError("the host's /dev has none of %s to build the sandbox's /dev in" % ", ".join(STAGE_PLACES))
@@ -424,7 +456,8 @@ def enter_read_namespace(scratch_mb, new_net):
     os.mkdir(dev + "/pts", 0o755)
     mount(dev, "/dev", None, MS_BIND | MS_REC)
     mount(None, "/dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
-    mount("scratch", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=%dm" % scratch_mb)
+    mount("scratch", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
+          "mode=1777,size=%dm,nr_inodes=%d" % (scratch_mb, SCRATCH_INODES))
     if new_net:
         bring_loopback_up()
 
@@ -633,6 +666,25 @@ def probe():
             "arch": ARCH, "python": "%d.%d" % sys.version_info[:2], "seccomp": ARCH in AUDIT_ARCH}
 
 
+def bound_the_command():
+    """What a read may not spend of the host: no core file (a crash would have the kernel's core handler, as
+    root outside every namespace, write one), and the first place in the OOM killer's line (a read that
+    eats memory is killed before the host's own work). Before any change of uid, which would take the
+    process's /proc files away from it."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+
+
+def bound_the_reader():
+    """The reader uid's processes at once: its count covers every read of the session (a user's own uid
+    counts that user's other processes too, so it gets no such bound)."""
+    resource.setrlimit(resource.RLIMIT_NPROC, (READER_PROCESSES, READER_PROCESSES))
+
+
 def set_scratch(path):
     """TMPDIR, and the caches tools write as they read (pip's, under XDG_CACHE_HOME), in the scratch: else pip
     warns on every call that the home's cache is not writable."""
@@ -648,6 +700,7 @@ def child_start(policy, mechanism, argv, prepared, scratch, out_w, err_w, channe
         os.setpgid(0, 0)
         ports = policy.get("ports") or []
         families = [AF_NETLINK]
+        bound_the_command()
         if mechanism == "namespaces":
             if not prepared:
                 prepare_namespace()
@@ -657,7 +710,9 @@ def child_start(policy, mechanism, argv, prepared, scratch, out_w, err_w, channe
                 start_relay(ports, channel, out_w, err_w)
             families.append(AF_UNIX)  # a daemon sees the sandbox's own uid, to which it grants nothing
             drop_to_reader()
+            bound_the_reader()
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # a change of credentials cleared it
+            landlock_scope()
             set_scratch("/dev/shm")
             install_seccomp(families, same_uid=False)
         else:
@@ -665,6 +720,7 @@ def child_start(policy, mechanism, argv, prepared, scratch, out_w, err_w, channe
             root = os.geteuid() == 0
             reader = landlock_identity(scratch)
             if reader:
+                bound_the_reader()
                 # A daemon sees the reader's uid, to which it grants nothing, as in the namespace mode; CUDA's
                 # initialisation needs a unix socket (torch fails with error 304 without one). The user's own
                 # uid keeps none: a daemon may trust that user (docker's group).
@@ -767,6 +823,11 @@ def run(policy, argv, prepared=False):
         outside, channel = socket.socketpair()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
+    if mechanism == "namespaces" or os.geteuid() == 0:
+        # The command may reopen its output by path (`> /dev/stderr`, `tee /dev/stdout`: /proc/self/fd/N),
+        # which the kernel allows the pipe's owner only: the reader uid, not the root who made it.
+        for fd in (out_w, err_w):
+            os.fchown(fd, SANDBOX_UID, SANDBOX_UID)
     pid = os.fork()
     if pid == 0:
         os.close(out_r)
