@@ -1,5 +1,5 @@
-"""The red team of 2026-12-03 against the read sandbox and the classifier (tests/data/sandbox/redteam-2026-12-03/
-attacks.tsv) recorded, at the end of each line's third column, what the classifier said then:
+"""The red teams against the read sandbox and the classifier (tests/data/sandbox/redteam-*/attacks.tsv, of
+2026-12-03 and 2026-12-05) recorded, at the end of each line's third column, what the classifier said then:
 `[classifier: read-only]` or `[classifier refuses: RISK]`. A line it refused must stay refused: the sandbox
 is the wall, but on a host where the operator turned it off the classifier is the only guard.
 """
@@ -9,17 +9,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from agent.safety.classifier import classify
 from tools.base import RiskClass
 
-ATTACKS = Path(__file__).resolve().parents[2] / "data" / "sandbox" / "redteam-2026-12-03" / "attacks.tsv"
+CORPORA = sorted((Path(__file__).resolve().parents[2] / "data" / "sandbox").glob("redteam-*/attacks.tsv"))
 VERDICT = re.compile(r"\[classifier(?:: (read-only)| refuses: (\w+))\]\s*$")
 
 
-def rows() -> list[tuple[str, str | None]]:
+def rows(attacks: Path) -> list[tuple[str, str | None]]:
     """(command, the class it was refused with, or None where it was read-only)."""
     found = []
-    for line in ATTACKS.read_text().splitlines():
+    for line in attacks.read_text().splitlines():
         if not line.strip() or line.startswith("#"):
             continue
         command, _category, what = line.split("\t")
@@ -29,13 +31,20 @@ def rows() -> list[tuple[str, str | None]]:
     return found
 
 
-def test_the_corpus_records_a_verdict_for_each_line():
-    recorded = rows()
+@pytest.mark.parametrize("attacks", CORPORA, ids=[p.parent.name for p in CORPORA])
+def test_the_corpus_records_a_verdict_for_each_line(attacks):
+    recorded = rows(attacks)
     assert len(recorded) >= 300
     assert {cls for _, cls in recorded} >= {None, "mutating", "destructive"}
 
 
-def test_no_line_refused_then_is_read_only_now():
-    through = [f"{command}  (refused then: {cls}) -> {classify(command).rule}" for command, cls in rows()
+@pytest.mark.parametrize("attacks", CORPORA, ids=[p.parent.name for p in CORPORA])
+def test_no_line_refused_then_is_read_only_now(attacks):
+    through = [f"{command}  (refused then: {cls}) -> {classify(command).rule}" for command, cls in rows(attacks)
                if cls is not None and classify(command).cls is RiskClass.READ_ONLY]
-    assert not through, f"{len(through)} attack lines refused on 2026-12-03 are read-only now:\n" + "\n".join(through)
+    assert not through, (f"{len(through)} attack lines of {attacks.parent.name} refused then are read-only now:\n"
+                         + "\n".join(through))
+
+
+def test_both_red_teams_are_there():
+    assert [p.parent.name for p in CORPORA] == ["redteam-2026-12-03", "redteam-2026-12-05"]
