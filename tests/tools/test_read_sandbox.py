@@ -371,6 +371,18 @@ def test_only_the_named_loopback_ports_are_reachable(target):
     assert out.split("\n")[:2] == [f"got:ok:{allowed}", f"got:ok:{other}"], out
 
 
+@pytest.mark.parametrize("target", ALL, indirect=True)
+def test_a_named_port_nothing_listens_on_refuses_as_it_would_outside(target):
+    # The relay listens in the read's network only on the named ports something listens on at the host:
+    # a relay that accepted the connection would have to reset it, which reads as a server up but broken.
+    (port,) = free_ports(1)
+    command = f"{tcp_reach('127.0.0.1', port)}; curl -sS -m 5 http://127.0.0.1:{port}/health; echo curl=$?"
+    inside = target.sandboxed(ports=[port]).run(command, timeout=20)
+    outside = target.host.run(command, timeout=20)
+    assert inside.stdout == outside.stdout == "no-connection\ncurl=7\n", (inside, outside)
+    assert inside.hint is None, inside.hint  # the host refused it, not the sandbox
+
+
 def _non_loopback_address() -> str | None:
     """An IPv4 address of this machine's own that is not loopback (the listener binds it: nothing leaves)."""
     r = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True)

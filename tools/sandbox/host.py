@@ -140,8 +140,9 @@ _REFUSALS = [
 ]
 
 
-def sandbox_refusal(result: CommandResult) -> str | None:
-    """The hint for the model when the sandbox, not the command, is why it failed; None otherwise."""
+def sandbox_refusal(result: CommandResult, ports: list[int] | None = None) -> str | None:
+    """The hint for the model when the sandbox, not the command, is why it failed; None otherwise.
+    `ports`: the loopback ports relayed for it, where a refused connection is the host's own answer."""
     if result.exit_code == 0 or result.cancelled:
         return None
     err = result.stderr
@@ -158,6 +159,9 @@ def sandbox_refusal(result: CommandResult) -> str | None:
         m = pattern.search(err)
         if m:
             line = next((ln for ln in err.splitlines() if m.group(0) in ln), m.group(0)).strip()[:200]
+            named = _PORT_IN_MESSAGE.search(line)
+            if operation.startswith("a network") and named and int(next(filter(None, named.groups()))) in (ports or []):
+                continue  # a relayed port nothing listens on: the host refused it, as it would outside
             return (f"this needs a change or a privilege: the read sandbox blocked {operation} ({line!r}). In the "
                     "read sandbox nothing outside $TMPDIR can be written, the command has no privileges, and no host "
                     "but the loopback ports it names can be reached. If it is a read, write it so that it fits "
@@ -170,6 +174,8 @@ def sandbox_refusal(result: CommandResult) -> str | None:
 _OUTSIDE = ("run it with outside_sandbox: true: a command the gate judges a read then needs the operator's approval "
             "(in a scripted run, a goal-file rule with its exact text), and no backup; any other needs a verified "
             "backup too, as every change does.")
+# How curl, wget and bash name the port a refused connection was for
+_PORT_IN_MESSAGE = re.compile(r"\bport (\d{1,5})\b|:(\d{1,5})\.\.\. failed|/dev/tcp/[^/\s]+/(\d{1,5})")
 # A host without systemd answers every systemctl with this, and then "Failed to connect to bus": nothing the
 # sandbox took away, and nothing outside_sandbox would give.
 _NOT_THE_SANDBOX = re.compile(r"System has not been booted with systemd")
@@ -215,7 +221,7 @@ class SandboxedHost(Host):
         result.command = command
         if result.exit_code == 124 and SANDBOX_STATUS + "stopped after" in result.stderr:
             result.timed_out = True
-        hint = sandbox_refusal(result)
+        hint = sandbox_refusal(result, self.ports)
         if hint is not None:
             result.hint = hint if result.hint is None else f"{result.hint} {hint}"
         return result, raw

@@ -619,6 +619,29 @@ def private_network():
     return True
 
 
+def listening_ports(ports):
+    """The ports of `ports` something listens on at the host's 127.0.0.1 (bound to it, or to every address),
+    read from the host's own tables: only those are relayed, so that a port nothing listens on refuses the
+    read's connection as it would outside (a relay that accepted it would have to reset it instead, which
+    reads as a server that is up but broken)."""
+    found = set()
+    for table, loopback in (("/proc/net/tcp", ("0100007F", "00000000")),
+                            ("/proc/net/tcp6", ("00000000000000000000000000000000",
+                                                "0000000000000000FFFF00000100007F"))):
+        try:
+            with open(table) as f:
+                next(f, None)
+                for line in f:
+                    fields = line.split()
+                    address, port = fields[1].split(":")
+                    if fields[3] == "0A" and (address in loopback or address.startswith("7F")
+                                              and len(address) == 8 or address.endswith("7F") and len(address) == 8):
+                        found.add(int(port, 16))
+        except (OSError, ValueError, IndexError):
+            return list(ports)  # unreadable: relay them all, as before
+    return [p for p in ports if p in found]
+
+
 def start_relay(ports, channel, out_w, err_w):
     """In the command's network namespace: listen on each relayed port of its loopback, then fork. The parent
     stays behind as the relay, running only this code, until the command ends; the child returns."""
@@ -707,7 +730,7 @@ def child_start(policy, mechanism, argv, prepared, scratch, out_w, err_w, channe
             enter_read_namespace(policy.get("scratch_mb", 64), bool(ports))
             if ports:
                 families += [AF_INET, AF_INET6]
-                start_relay(ports, channel, out_w, err_w)
+                start_relay(policy.get("listening", ports), channel, out_w, err_w)
             families.append(AF_UNIX)  # a daemon sees the sandbox's own uid, to which it grants nothing
             drop_to_reader()
             bound_the_reader()
@@ -728,7 +751,7 @@ def child_start(policy, mechanism, argv, prepared, scratch, out_w, err_w, channe
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # a change of credentials clears it
             if ports and not root and private_network():
                 families += [AF_INET, AF_INET6]
-                start_relay(ports, channel, out_w, err_w)
+                start_relay(policy.get("listening", ports), channel, out_w, err_w)
             elif ports and abi >= 4:  # Landlock's port rules alone: those ports on any address
                 families += [AF_INET, AF_INET6]
             # CUDA's driver names its threads in /proc (/proc/self/task/TID/comm) as it starts, and fails with
@@ -821,6 +844,7 @@ def run(policy, argv, prepared=False):
     if policy.get("ports"):
         import socket
         outside, channel = socket.socketpair()
+        policy = dict(policy, listening=listening_ports(policy["ports"]))
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     if mechanism == "namespaces" or os.geteuid() == 0:
