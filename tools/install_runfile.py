@@ -119,6 +119,9 @@ class InstallRunfile(Tool):
         version: str
         runfile: str
         downloaded: bool
+        # A runfile this call downloaded into a temporary directory is removed once the toolkit is verified
+        # (about 4 GB left on every host otherwise); one in another download_dir, or given as a path, stays.
+        runfile_removed: bool = False
         checksum: str
         checksum_ok: bool
         toolkit_path: str
@@ -312,7 +315,15 @@ class InstallRunfile(Tool):
             sh(f"{sudo}ln -sfn {shlex.quote(link_before)} {shlex.quote(cuda_link)}")
             warnings.append(f"the installer pointed {cuda_link} at {link_after}; it was put back to {link_before}")
             link_after = _readlink(sh, cuda_link)
-        return self.Result(version=args.version, runfile=path, downloaded=downloaded, checksum=f"{algo}:{digest}",
+        removed = False
+        if downloaded and _is_temporary(download_dir, tmpdir):
+            gone = sh(f"rm -f -- {shlex.quote(path)}")  # downloaded as this user, so removed as this user
+            removed = gone.ok
+            if not gone.ok:
+                warnings.append(f"the runfile downloaded to {path} could not be removed ({_last_line(gone.stderr)}); "
+                                "remove it to free its space")
+        return self.Result(version=args.version, runfile=path, downloaded=downloaded, runfile_removed=removed,
+                           checksum=f"{algo}:{digest}",
                            checksum_ok=True, toolkit_path=target, nvcc_version=nvcc_version, nvcc_build=nvcc_build,
                            symlink_before=link_before, symlink_after=link_after, installer_command=command,
                            installer_summary=summary, log_errors=log_errors,

@@ -269,7 +269,14 @@ def install_runfile(a: dict) -> dict:
         must(["ln", "-sfn", target, CUDA_LINK], "moving the cuda link")
     elif link_before is not None and link_after != link_before:  # the installer moved it unasked: back
         must(["ln", "-sfn", link_before, CUDA_LINK], "putting the cuda link back")
-    return {"changed": True, "toolkit_path": target, "nvcc": nvcc.group(1)}
+    removed = False
+    if is_url and not a.get("download_dir"):  # downloaded into the temporary directory: gone once verified
+        try:
+            os.remove(path)
+            removed = True
+        except OSError:
+            pass
+    return {"changed": True, "toolkit_path": target, "nvcc": nvcc.group(1), "runfile_removed": removed}
 
 
 def _runfile_size(runfile: str, path: str) -> int | None:

@@ -97,6 +97,19 @@ def test_a_host_with_gcc_passes_the_check(tmp_path):
     assert "command -v gcc" in commands and r.nvcc_version == "13.0"
 
 
+def test_a_verified_install_removes_the_runfile_it_downloaded_into_a_temporary_directory(tmp_path):
+    sim = build_sim(tmp_path / "gpu")
+    info = sim.runfiles["13.0"]
+    r, _ = install(sim, tmp_path)
+    assert r.downloaded and r.runfile_removed and r.runfile == f"/tmp/{info.filename}", r
+    assert not sim.sys_path(r.runfile).exists()
+    assert sim.sys_path(TARGET + "/bin/nvcc").exists()
+    # one downloaded elsewhere stays, as on a failure
+    sim2 = build_sim(tmp_path / "gpu2")
+    r, _ = install(sim2, tmp_path, download_dir="/root/runfiles")
+    assert r.downloaded and not r.runfile_removed and sim2.sys_path(r.runfile).is_file()
+
+
 # --------------------------------------------------------------------------- a failed installer
 
 
