@@ -380,7 +380,10 @@ def test_a_named_port_nothing_listens_on_refuses_as_it_would_outside(target):
     inside = target.sandboxed(ports=[port]).run(command, timeout=20)
     outside = target.host.run(command, timeout=20)
     assert inside.stdout == outside.stdout == "no-connection\ncurl=7\n", (inside, outside)
-    assert inside.hint is None, inside.hint  # the host refused it, not the sandbox
+    # the host refused it, not the sandbox, and a failed read says so (curl -s says nothing itself)
+    failed = target.sandboxed(ports=[port]).run(f"curl -s -m 5 http://127.0.0.1:{port}/health", timeout=20)
+    assert failed.exit_code == 7 and failed.hint, failed
+    assert failed.hint.startswith("the host itself refused the connection") and f"port {port}" in failed.hint
 
 
 def _non_loopback_address() -> str | None:

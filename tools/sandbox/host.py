@@ -18,6 +18,7 @@ from tools.hosts.base import CommandResult, Host, HostError
 from tools.sandbox.server import SandboxServer
 
 SANDBOX_STATUS = "upgrade-agent-sandbox: "  # what the launcher's own lines on stderr start with
+NOTHING_LISTENS = "nothing listens on the host's 127.0.0.1 at port"  # launcher.py's line for a closed port
 MAX_TIME_S = 600.0  # the longest a read may run in the sandbox, whatever its caller allows
 MAX_OUTPUT = 32 << 20  # bytes of stdout and stderr together
 SCRATCH_MB = 64
@@ -147,6 +148,9 @@ def sandbox_refusal(result: CommandResult, ports: list[int] | None = None) -> st
         return None
     err = result.stderr
     for line in err.splitlines():
+        if line.startswith(SANDBOX_STATUS + NOTHING_LISTENS):
+            return (f"the host itself refused the connection: {line[len(SANDBOX_STATUS):]}. The read sandbox relays "
+                    "the loopback ports a read names to the host's 127.0.0.1; nothing was listening there.")
         if line.startswith(SANDBOX_STATUS):
             said = line[len(SANDBOX_STATUS):]
             if said.startswith("stopped after"):

@@ -39,6 +39,7 @@ import sys
 import time
 
 STATUS = "upgrade-agent-sandbox: "
+NOTHING_LISTENS = "nothing listens on the host's 127.0.0.1 at port"  # (host.py reads this line)
 SANDBOX_UID = 1999999999  # a uid no host account uses: the command owns nothing of the host
 READER_PROCESSES = 2048  # processes of that uid at once, every read of a session together
 EXIT_SETUP, EXIT_TIME, EXIT_OUTPUT, EXIT_CANCELLED = 126, 124, 125, 130
@@ -845,6 +846,10 @@ def run(policy, argv, prepared=False):
         import socket
         outside, channel = socket.socketpair()
         policy = dict(policy, listening=listening_ports(policy["ports"]))
+        closed = [str(port) for port in policy["ports"] if port not in policy["listening"]]
+        if closed:  # a fact of the host's, for whoever reads a refused connection: not the sandbox's doing
+            status("%s %s: connections to %s are refused, as they would be outside the sandbox"
+                   % (NOTHING_LISTENS, ", ".join(closed), "it" if len(closed) == 1 else "them"))
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     if mechanism == "namespaces" or os.geteuid() == 0:

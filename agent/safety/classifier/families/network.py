@@ -218,8 +218,10 @@ CURL = Spec(
 )
 
 # Endpoints of a local model server that only report: health, metrics, the models served, versions.
+# (health_generate: SGLang's health check, which has the server generate one token and says whether it could)
 _READ_ENDPOINTS = ("health", "healthz", "metrics", "models", "v1/models", "version", "server_info",
-                   "get_server_info", "get_model_info", "pods")  # pods: the kubelet's read-only port
+                   "get_server_info", "get_model_info", "pods", "health_generate")  # pods: the kubelet's
+_LOOPBACK_HOST = re.compile(r"(?:https?://)?(?:127\.0\.0\.1|localhost|\[::1\])(?::[0-9]{1,5})?(/.*)?")
 _LOOPBACK_URL = re.compile(
     r"(?:https?://)?(?:127\.0\.0\.1|localhost|\[::1\])(?::[0-9]{1,5})?/(?:" +
     "|".join(re.escape(e) for e in _READ_ENDPOINTS) + r")/?"
@@ -341,6 +343,14 @@ def _download(an: Analysis, cmd: _Cmd) -> None:
         targets = opts.values("-o", "--output")
     for target in targets:
         an.write(target, f"`{cmd.prog}`", cmd.prog)
+    urls = [a.text for a in opts.operands if a.text and "://" in a.text or (a.text or "").startswith("localhost")]
+    if urls and all(_LOOPBACK_HOST.fullmatch(u) for u in urls) and not targets:
+        paths = ", ".join(f"/{e}" for e in _READ_ENDPOINTS)
+        an.add(MUTATING, f"download:{cmd.prog}-endpoint",
+               f"`{cmd.prog}` of a loopback server is a read only for a GET of an endpoint that only reports ({paths}) "
+               f"with options that shape the request or what is printed; {', '.join(urls)} is not one of them, or "
+               f"an option is not (a POST, an output file, a config file, a proxy)")
+        return
     an.add(MUTATING, f"download:{cmd.prog}", f"`{cmd.prog}` fetches from the network and can save files")
 
 
