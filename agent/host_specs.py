@@ -13,7 +13,7 @@ from typing import Any
 from agent.errors import SessionConfigError
 from agent.goal import HostEntry, SimMachine, host_entry_for
 from tools.hosts import HostSpec, SandboxUnavailable
-from tools.hosts.sim import check_sandbox
+from tools.hosts.sim import STATE_DIR, check_sandbox
 
 
 def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) -> tuple[HostSpec, Any]:
@@ -22,15 +22,19 @@ def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) ->
     if entry.transport == "sim":
         if sim is None:
             root = (sim_dir or Path(tempfile.mkdtemp(prefix="upgrade-agent-sim-"))) / entry.name
-            from tools.sim import SimBuildError, build_sim  # lazy: only a sim host loads the sim's builder
+            from tools.sim import Sim, SimBuildError, build_sim  # lazy: only a sim host loads the sim's builder
 
             try:
                 check_sandbox()
-                machine = entry.sim or SimMachine()
-                sim = build_sim(root, **machine.build_options())
-                if machine.slurm is not None or machine.kubernetes is not None:
-                    sim.join_scheduler(entry.name, slurm=machine.slurm and machine.slurm.model_dump(),
-                                       kubernetes=machine.kubernetes and machine.kubernetes.model_dump())
+                if (root / STATE_DIR / "state.json").is_file():
+                    # The same host in another part of a rollout (`agent fleet --resume`): as it was left.
+                    sim = Sim.open(root)
+                else:
+                    machine = entry.sim or SimMachine()
+                    sim = build_sim(root, **machine.build_options())
+                    if machine.slurm is not None or machine.kubernetes is not None:
+                        sim.join_scheduler(entry.name, slurm=machine.slurm and machine.slurm.model_dump(),
+                                           kubernetes=machine.kubernetes and machine.kubernetes.model_dump())
             except (SimBuildError, SandboxUnavailable) as e:
                 raise SessionConfigError(f"host {entry.name}: {e}") from None
         spec = sim.host_spec(name=entry.name)

@@ -95,7 +95,7 @@ def _write_playbook(args, recipe, source: Path) -> int:
 def run_fleet(args) -> int:
     from agent.fleet.inventory import InventoryError, load_inventory  # lazy: per command
     from agent.fleet.recipe import load_recipe  # lazy: per command
-    from agent.fleet.rollout import COUNTS_AS_FAILED, INTERRUPTED, resumable, roll_out  # lazy: per command
+    from agent.fleet.rollout import COUNTS_AS_FAILED, HELD, INTERRUPTED, resumable, roll_out  # lazy: per command
 
     if args.canary < 0 or args.batch < 1 or not 0 <= args.max_fail <= 100:
         raise SessionConfigError("--canary is 0 or more, --batch 1 or more, --max-fail a percentage from 0 to 100")
@@ -141,6 +141,11 @@ def run_fleet(args) -> int:
                   f"{' --limit ' + args.limit if args.limit else ''} --resume {out_dir}", file=sys.stderr)
         return ExitCode.INTERRUPTED  # the command line turns it into a signal's own code where one came
     if result.stopped or any(o.status in (*COUNTS_AS_FAILED, INTERRUPTED) for o in result.outcomes):
+        return ExitCode.FAILED
+    if result.outcomes and all(o.status == HELD for o in result.outcomes):
+        if not args.json:
+            print("agent: every host was held: the recipe's preconditions match none of them, nothing was changed",
+                  file=sys.stderr)
         return ExitCode.FAILED
     return ExitCode.OK
 

@@ -42,6 +42,8 @@ from agent.model.protocol import AssistantTurn, ToolCall
 # What a host's rollout ended as, Ansible's recap words where they mean the same.
 OK, CHANGED, FAILED, HELD, UNREACHABLE, INTERRUPTED, NOT_RUN = (
     "ok", "changed", "failed", "held", "unreachable", "interrupted", "not run")
+# Interrupted after a step had changed it, then put back from its backup: as it was, to be rolled over again.
+RESTORED = "restored after interrupt"
 COUNTS_AS_FAILED = (FAILED, UNREACHABLE)
 ROLLBACK_REQUEST = "Roll this host back to its backup: {why}"
 UNDRAIN_REQUEST = "Put this node back into its scheduler."
@@ -252,6 +254,14 @@ def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, sto
             if status == FAILED and model.backup_id and not model.interrupted:
                 session.send(ROLLBACK_REQUEST.format(why=reason))
                 reason += "; rolled back" if model.rolled_back else "; THE ROLLBACK FAILED: see the transcript"
+            elif status == INTERRUPTED and model.changed and model.backup_id:
+                # Half-changed: the step that ran when the interrupt came finished, and the host is put back
+                # from its verified backup rather than left between the two stacks.
+                session.send(ROLLBACK_REQUEST.format(why=reason))
+                if model.rolled_back:
+                    status, reason = RESTORED, reason + "; restored from its backup"
+                else:
+                    reason += "; THE RESTORE FAILED: the host is half-changed, see the transcript"
             reason += _undrain(session, model, status)
             if status != CHANGED and session.changed_hosts:
                 # What a failed, rolled back or stopped host shows at the very end (a changed one was read for
@@ -384,7 +394,7 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
     writer = TranscriptWriter(fleet_path, Redactor())
     by_name = {e.name: e for e in entries}
     done_before = {o.host for o in carried}
-    proven = any(o.batch == 0 and o.status in (OK, CHANGED) for o in carried)  # the canary went through
+    proven = any(o.status == CHANGED for o in carried)  # a canary, or a later host, changed and passed
     first_batch = 1 + max((o.batch for o in carried), default=-1)
     batches = plan_batches([n for n in by_name if n not in done_before], 0 if proven else canary, batch)
     writer.write("session_start", command="fleet", versions=versions(), recipe=str(recipe_path.absolute()),
@@ -399,10 +409,15 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
     stopped: str | None = None
     status, reason = "done", ""
     info = {"fleet": str(fleet_path.absolute()), "recipe": str(recipe_path.absolute())}
+    remaining = [n for n in by_name if n not in done_before]
     try:
-        for i, names in enumerate(batches):
-            b = first_batch + i
-            is_canary = i == 0 and canary > 0 and not proven
+        b = first_batch
+        while remaining:
+            # Until a canary has changed and passed, the next hosts are canaries: one that was held (or already
+            # at the target) proves nothing about the change, and hands the role on.
+            is_canary = canary > 0 and not proven
+            names, remaining = (remaining[:canary], remaining[canary:]) if is_canary else \
+                (remaining[:batch], remaining[batch:])
             writer.write("fleet_batch", batch=b, canary=is_canary, hosts=names)
             on_event("batch", {"batch": b, "canary": is_canary, "hosts": names})
             done, interrupted = _run_batch(recipe, [by_name[n] for n in names], b, out_dir, stop, sim_dir, info,
@@ -410,13 +425,15 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
             for o in done:
                 writer.write("fleet_host", **o.as_dict())
             outcomes += done
+            b += 1
             if interrupted:
                 raise KeyboardInterrupt
             if is_canary and any(o.status in COUNTS_AS_FAILED for o in done):
                 stopped = "the canary failed: the recipe does not hold on this fleet"
             else:
                 stopped = over_threshold(outcomes, max_fail_percent)
-            if stopped and i + 1 < len(batches):
+                proven = proven or (is_canary and any(o.status == CHANGED for o in done))
+            if stopped and remaining:
                 break
             stopped = None  # past the last batch there is nothing left to stop
         if hand_over is not None and stopped is None:
@@ -487,7 +504,7 @@ def _run_batch(recipe: Recipe, entries: list[HostEntry], b: int, out_dir: Path, 
     outcome says how far it got: the interrupt is not let through before that, a second one included."""
     interrupted = False
     pool = cf.ThreadPoolExecutor(max_workers=len(entries), thread_name_prefix="fleet")
-    futures = {pool.submit(_run_host_safely, recipe, e, b, out_dir / f"{e.name}.jsonl", stop, sim_dir,
+    futures = {pool.submit(_run_host_safely, recipe, e, b, new_host_record(out_dir, e.name), stop, sim_dir,
                            start_info): e.name for e in entries}
     pending = set(futures)
     while pending:
@@ -503,11 +520,25 @@ def _run_batch(recipe: Recipe, entries: list[HostEntry], b: int, out_dir: Path, 
     return sorted((f.result() for f in futures), key=lambda o: order[o.host]), interrupted
 
 
+def host_records(out_dir: Path, name: str) -> list[Path]:
+    """A host's transcripts in a rollout's directory, oldest first: `<host>.jsonl`, then `<host>-2.jsonl`... for
+    each time a resumed rollout rolled it over again (one restored after an interrupt)."""
+    found = [p for p in out_dir.glob(f"{name}*.jsonl") if p.stem == name or
+             (p.stem.startswith(name + "-") and p.stem[len(name) + 1:].isdigit())]
+    return sorted(found, key=lambda p: int(p.stem[len(name) + 1:] or 1))
+
+
+def new_host_record(out_dir: Path, name: str) -> Path:
+    taken = host_records(out_dir, name)
+    return out_dir / (f"{name}.jsonl" if not taken else f"{name}-{len(taken) + 1}.jsonl")
+
+
 def resumable(out_dir: Path, recipe_path: Path, names: list[str]) -> tuple[list[HostOutcome], dict, dict]:
     """What a stopped rollout in `out_dir` leaves to carry over, the link to its last part, and its plan
     (canary, batch, max_fail_percent: a resumed rollout keeps them).
 
-    A host with an outcome keeps it. A host that was running when the rollout stopped is not run again:
+    A host with an outcome keeps it, but one restored from its backup after the interrupt, which is as it
+    was and is rolled over again. A host that was running when the rollout stopped is not run again:
     its own transcript says what it got to; without an outcome there it was killed mid-way, and is
     reported as interrupted, to be looked at before it is rolled over again (`--limit` it in a new rollout).
     Raises RecipeError (one line) when there is nothing to go on with, or the recipe or the hosts changed."""
@@ -537,22 +568,27 @@ def resumable(out_dir: Path, recipe_path: Path, names: list[str]) -> tuple[list[
                           "start a new rollout (--limit) for the rest")
     carried: dict[str, HostOutcome] = {}
     for ev in last.events:
-        if ev["type"] == "fleet_host" and ev["status"] not in (NOT_RUN, INTERRUPTED):
+        if ev["type"] == "fleet_host" and ev["status"] not in (NOT_RUN, INTERRUPTED, RESTORED):
             fields = {k: v for k, v in ev.items() if k in HostOutcome.__dataclass_fields__}
             carried[ev["host"]] = HostOutcome(**fields)
     for name in names:
-        path = out_dir / f"{name}.jsonl"
-        if name not in carried and path.exists():
-            carried[name] = _outcome_from_host_record(name, path)
-    link = {"path": str(parts[-1].absolute()), "hash": last.last_hash, "seq": last.last_seq}
+        records = host_records(out_dir, name)
+        path = records[-1] if records else None
+        if name not in carried and path is not None:
+            found = _outcome_from_host_record(name, path)
+            if found is not None:  # None: restored after the interrupt, as it was: rolled over again
+                carried[name] = found
+    link = last.link()  # the form every resumed transcript keeps, which `agent show --verify` follows
     return [carried[n] for n in names if n in carried], link, start.get("plan", {})
 
 
-def _outcome_from_host_record(name: str, path: Path) -> HostOutcome:
+def _outcome_from_host_record(name: str, path: Path) -> HostOutcome | None:
     from agent.record.transcript import read_part  # lazy: with a resume
 
     events = read_part(path).events
     result = next((e for e in events if e["type"] == "goal_result" and e.get("fleet_status")), None)
+    if result is not None and result["fleet_status"] == RESTORED:
+        return None
     if result is not None and result["fleet_status"] not in (INTERRUPTED,):
         return HostOutcome(host=name, status=result["fleet_status"], reason=result.get("reason", ""), batch=-1,
                            transcript=str(path), last_hash=last_line_hash(path), gate=result.get("gate"),

@@ -56,3 +56,19 @@ def test_the_threshold_counts_failures_of_the_hosts_attempted_and_not_the_held_o
     assert "2 of 3 hosts attempted failed (67%)" in over_threshold(outcomes("changed", "failed", "unreachable"), 50)
     assert over_threshold(outcomes("changed", "changed"), 0) is None
     assert over_threshold(outcomes("changed", "failed"), 0) is not None
+
+
+def test_a_canary_that_asked_for_no_loss_gives_the_fleet_a_gate_that_lets_noise_pass():
+    """A goal's `min_ratio: 1.0` (the canary's own check) became a 0% margin, which no host whose throughput
+    did not move can pass: the recipe's gate allows the default 2% then, and a goal's larger allowance
+    stays its own."""
+    from agent.fleet.recipe import DEFAULT_MAX_DROP_PERCENT, _benchmark
+
+    calls = {1: {"tool": "run_bench", "arguments": {"command": "bench", "parser": "p", "label": "before"}},
+             2: {"tool": "run_bench", "arguments": {"command": "bench", "parser": "p", "label": "after",
+                                                     "compare_to": "before"}}}
+    assert _benchmark(calls, {}, [1, 2], 1.0).gate.max_drop_percent == DEFAULT_MAX_DROP_PERCENT == 2.0
+    assert _benchmark(calls, {}, [1, 2], None).gate.max_drop_percent == 2.0
+    assert _benchmark(calls, {}, [1, 2], 0.9).gate.max_drop_percent == 10.0
+    unmoved = [89.45, 89.62, 89.31, 89.58, 89.40]  # after/before 0.999: what a harmless upgrade measures
+    assert bootstrap_gate(BEFORE, unmoved, DEFAULT_MAX_DROP_PERCENT, 0.95).passed

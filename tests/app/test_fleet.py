@@ -50,6 +50,24 @@ def inventory(path: Path, hosts: dict[str, str]) -> Path:
     return path
 
 
+def wait_for_intent(path: Path, tool: str, timeout: float = 300) -> None:
+    """Until the host's record says `tool` has begun: its intent is written as it starts (the name alone
+    appears earlier, in the session's first line)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in path.read_text().splitlines() if path.exists() else []:
+            try:
+                event = json.loads(line)
+            except ValueError:  # the last line, half written
+                continue
+            if event.get("type") == "intent" and event.get("tool") == tool:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"{tool} never began in {path}")
+
+
 def last_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]).hexdigest()
 
@@ -254,9 +272,7 @@ def test_an_interrupted_rollout_records_how_far_each_host_got_and_resume_goes_on
                              "--dir", str(out)], cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     second = out / "gpu02.jsonl"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not (second.exists() and '"tool":"pip_freeze_backup"' in second.read_text()):
-        time.sleep(0.1)
+    wait_for_intent(second, "pip_freeze_backup")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err[-2000:]
@@ -274,7 +290,9 @@ def test_an_interrupted_rollout_records_how_far_each_host_got_and_resume_goes_on
     assert verify(part2).ok, verify(part2).problems
     evs = events(part2)
     assert evs[0]["resumes"]["path"] == str((out / "fleet.jsonl").absolute())
-    assert evs[0]["resumes"]["hash"] == last_hash(out / "fleet.jsonl")
+    assert evs[0]["resumes"]["last_hash"] == last_hash(out / "fleet.jsonl")
+    shown = agent("show", str(part2), "--verify", home=tmp_path)  # it follows the link to the first part
+    assert shown.returncode == 0, shown.stdout + shown.stderr
     final = {e["host"]: e for e in evs if e["type"] == "fleet_host"}
     assert final["gpu01"]["carried"] and final["gpu01"]["status"] == "changed"
     assert final["gpu02"]["carried"] and final["gpu02"]["status"] == "interrupted"
@@ -282,3 +300,59 @@ def test_an_interrupted_rollout_records_how_far_each_host_got_and_resume_goes_on
     assert len(events(second)) == len(second.read_text().splitlines())  # gpu02's record was not touched again
     again = agent("fleet", str(recipe), "-i", str(inv), "--resume", str(out), home=tmp_path)
     assert again.returncode == 2 and "nothing to resume" in again.stderr, again.stderr
+
+
+def test_a_held_canary_hands_the_role_on_and_an_all_held_rollout_exits_1(recipe, tmp_path):
+    """gpu01's driver differs (held): it proves nothing about the change, so gpu02 is the canary, alone, and
+    only once it changed and passed do gpu03 and gpu04 go, together. Then a fleet where every host is held
+    changes nothing and says so with exit 1."""
+    old = "{driver: 580.95.05}"
+    inv = inventory(tmp_path / "hosts.ini", {"gpu01": old, "gpu02": "", "gpu03": "", "gpu04": ""})
+    out = tmp_path / "rollout"
+    r = agent("fleet", str(recipe), "-i", str(inv), "--batch", "4", "--dir", str(out), "--json", home=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    hosts = check_record(out)
+    assert [hosts[h]["status"] for h in ("gpu01", "gpu02", "gpu03", "gpu04")] == ["held", "changed", "changed",
+                                                                                 "changed"]
+    batches = [(e["canary"], e["hosts"]) for e in events(out / "fleet.jsonl") if e["type"] == "fleet_batch"]
+    assert batches == [(True, ["gpu01"]), (True, ["gpu02"]), (False, ["gpu03", "gpu04"])]
+
+    inv = inventory(tmp_path / "held.ini", {"gpu11": old, "gpu12": old})
+    r = agent("fleet", str(recipe), "-i", str(inv), "--dir", str(tmp_path / "held"), home=tmp_path)
+    assert r.returncode == 1 and "every host was held" in r.stderr, r.stderr[-2000:]
+    assert [h["status"] for h in check_record(tmp_path / "held").values()] == ["held", "held"]
+
+
+def test_a_host_interrupted_after_a_step_is_restored_and_the_resumed_rollout_upgrades_it(recipe, tmp_path):
+    """SIGTERM once gpu01's first step (the toolkit) has begun: that step finishes, the second never starts,
+    and the host is put back from its backup (the toolkit gone, the link and the wheels as they were), not
+    left between the two stacks. --resume rolls it over again; its record verifies with `agent show`."""
+    import signal
+    import time
+
+    inv = inventory(tmp_path / "hosts.ini", {"gpu01": "", "gpu02": ""})
+    out = tmp_path / "rollout"
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "fleet", str(recipe), "-i", str(inv), "--dir", str(out)],
+                            cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    first = out / "gpu01.jsonl"
+    wait_for_intent(first, "install_runfile")  # signalled while it runs: it ends, and the next never starts
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 143, err[-2000:]
+    hosts = check_record(out)
+    assert hosts["gpu01"]["status"] == "restored after interrupt", hosts["gpu01"]
+    sim = out / "sims" / "gpu01"
+    assert not (sim / "usr" / "local" / "cuda-13.0").exists()
+    assert (sim / "usr" / "local" / "cuda").readlink().as_posix() == "/usr/local/cuda-12.8"
+    assert not list((sim / "opt" / "venv").glob("lib/python*/site-packages/torch-*+cu130.dist-info"))
+    tools = [e["tool"] for e in events(first) if e["type"] == "intent"]
+    assert "install_runfile" in tools and "pip_install" not in tools and tools[-1] == "restore_backup", tools
+
+    r = agent("fleet", str(recipe), "-i", str(inv), "--resume", str(out), "--json", home=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    final = {e["host"]: e for e in events(out / "fleet-2.jsonl") if e["type"] == "fleet_host"}
+    assert final["gpu01"]["status"] == "changed" and not final["gpu01"].get("carried")
+    assert (sim / "usr" / "local" / "cuda-13.0" / "bin" / "nvcc").exists()
+    shown = agent("show", str(out / "fleet-2.jsonl"), "--verify", home=tmp_path)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
