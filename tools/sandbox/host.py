@@ -147,10 +147,13 @@ def sandbox_refusal(result: CommandResult, ports: list[int] | None = None) -> st
     if result.exit_code == 0 or result.cancelled:
         return None
     err = result.stderr
+    closed = next((ln for ln in err.splitlines() if ln.startswith(SANDBOX_STATUS + NOTHING_LISTENS)), None)
+    host_refused = None if closed is None else (
+        f"the host itself refused the connection: {closed[len(SANDBOX_STATUS):]}. The read sandbox relays the "
+        "loopback ports a read names to the host's 127.0.0.1; nothing was listening there.")
     for line in err.splitlines():
         if line.startswith(SANDBOX_STATUS + NOTHING_LISTENS):
-            return (f"the host itself refused the connection: {line[len(SANDBOX_STATUS):]}. The read sandbox relays "
-                    "the loopback ports a read names to the host's 127.0.0.1; nothing was listening there.")
+            continue
         if line.startswith(SANDBOX_STATUS):
             said = line[len(SANDBOX_STATUS):]
             if said.startswith("stopped after"):
@@ -164,14 +167,15 @@ def sandbox_refusal(result: CommandResult, ports: list[int] | None = None) -> st
         if m:
             line = next((ln for ln in err.splitlines() if m.group(0) in ln), m.group(0)).strip()[:200]
             named = _PORT_IN_MESSAGE.search(line)
-            if operation.startswith("a network") and named and int(next(filter(None, named.groups()))) in (ports or []):
-                continue  # a relayed port nothing listens on: the host refused it, as it would outside
+            if operation.startswith("a network") and (host_refused or named and int(next(filter(None, named.groups())))
+                                                      in (ports or [])):
+                return host_refused  # a relayed port nothing listens on: the host refused it, as it would outside
             return (f"this needs a change or a privilege: the read sandbox blocked {operation} ({line!r}). In the "
                     "read sandbox nothing outside $TMPDIR can be written, the command has no privileges, and no host "
                     "but the loopback ports it names can be reached. If it is a read, write it so that it fits "
                     "(`ps -p PID` or `test -d /proc/PID` rather than `kill -0`, a file under $TMPDIR); if it needs "
                     f"what was blocked, {_OUTSIDE} Do not retry it as it is.")
-    return None
+    return host_refused  # `curl -s` says nothing of its own
 
 
 # What running a command outside the read sandbox asks of the gate (agent/safety/policy.py UNGUARDED_READ).

@@ -626,17 +626,18 @@ def listening_ports(ports):
     read's connection as it would outside (a relay that accepted it would have to reset it instead, which
     reads as a server that is up but broken)."""
     found = set()
-    for table, loopback in (("/proc/net/tcp", ("0100007F", "00000000")),
-                            ("/proc/net/tcp6", ("00000000000000000000000000000000",
-                                                "0000000000000000FFFF00000100007F"))):
+    # The tables' addresses are the kernel's words in hex: 127.0.0.1 is 0100007F; the relay connects there,
+    # which a listener on it, on every IPv4 address, or on every IPv6 one (dual-stack) answers.
+    for table, reached in (("/proc/net/tcp", ("0100007F", "00000000")),
+                           ("/proc/net/tcp6", ("00000000000000000000000000000000",
+                                               "0000000000000000FFFF00000100007F"))):
         try:
             with open(table) as f:
                 next(f, None)
                 for line in f:
                     fields = line.split()
                     address, port = fields[1].split(":")
-                    if fields[3] == "0A" and (address in loopback or address.startswith("7F")
-                                              and len(address) == 8 or address.endswith("7F") and len(address) == 8):
+                    if fields[3] == "0A" and address in reached:  # 0A: LISTEN
                         found.add(int(port, 16))
         except (OSError, ValueError, IndexError):
             return list(ports)  # unreadable: relay them all, as before
@@ -1018,6 +1019,8 @@ def serve(policy):
                     elif kind == b"K" and rid in running:
                         os.kill(running[rid], signal.SIGUSR1)
         except OSError:  # stdin closed or stdout gone: the session is over, and so are its reads
+            if stop_by is not None:
+                continue  # told already; what they still write has nowhere to go
             reading, stop_by = False, time.monotonic() + 2
             for child in running.values():
                 try:
