@@ -47,7 +47,10 @@ class _Read:
         stream = "stdout" if kind == b"O" else "stderr"
         (self.out if kind == b"O" else self.err).extend(data)
         if self.on_output is not None:
-            self.on_output(stream, data)
+            try:
+                self.on_output(stream, data)
+            except Exception:  # noqa: BLE001 - a listener's failure must not stop the frames of every read
+                self.on_output = None
 
 
 class SandboxServer:
@@ -160,7 +163,10 @@ class SandboxServer:
                 data = bytes(self._buffer[FRAME.size:FRAME.size + size])
                 del self._buffer[:FRAME.size + size]
                 if kind == b"S":
-                    hello.put(json.loads(data.decode()))
+                    try:
+                        hello.put(json.loads(data.decode()))
+                    except ValueError:
+                        hello.put(None)
                     continue
                 with self._lock:
                     read = self._reads.get(rid)
