@@ -93,6 +93,7 @@ def _write_playbook(args, recipe, source: Path) -> int:
 
 
 def run_fleet(args) -> int:
+    from agent.fleet.ansible import check_steps  # lazy: per command
     from agent.fleet.inventory import InventoryError, load_inventory  # lazy: per command
     from agent.fleet.recipe import load_recipe  # lazy: per command
     from agent.fleet.rollout import COUNTS_AS_FAILED, HELD, INTERRUPTED, resumable, roll_out  # lazy: per command
@@ -106,6 +107,7 @@ def run_fleet(args) -> int:
         inventory = load_inventory(Path(args.inventory))
         names = inventory.select(args.limit)
         entries = inventory.entries(names)
+        check_steps(recipe, names)  # before any host is touched
     except (RecipeError, InventoryError) as e:
         raise SessionConfigError(str(e)) from None
     from app.run import trust_keys_of  # lazy: per command

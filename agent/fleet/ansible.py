@@ -173,7 +173,9 @@ def _checked(what: str, tool_name: str, args: dict):
     return parsed, tool.action(parsed)
 
 
-def _covering_rule(what: str, tool_name: str, action, rules: list[tuple[int, Authorization]]) -> int | None:
+def _covering_rule(what: str, tool_name: str, action, rules: list[tuple[int, Authorization]],
+                   whose: str = "for every host (`host: \"*\"`)",
+                   then: str = "agent fleet would refuse it, so no playbook is written") -> int | None:
     """The index of the rule that allows the action on every host; None for a read-only one."""
     from agent.safety.policy import classify_action  # lazy: per command
     from tools.base import RiskClass  # lazy: per command
@@ -186,9 +188,8 @@ def _covering_rule(what: str, tool_name: str, action, rules: list[tuple[int, Aut
     for i, rule in rules:
         if rule.check(tool_name, action, risk) == []:
             return i
-    raise ExportError(f"{what} is a change ({risk.reason}) that none of the recipe's authorizations for every "
-                      "host (`host: \"*\"`) allows: agent fleet would refuse it, so no playbook is written; add the "
-                      "rule it needs and review it")
+    raise ExportError(f"{what} is a change ({risk.reason}) that none of the recipe's authorizations {whose} "
+                      f"allows: {then}; add the rule it needs and review it")
 
 
 def _runfile_is_its_version(what: str, values: dict) -> None:
@@ -216,19 +217,38 @@ class Plan:
     drain_rules: tuple[int, int] | None
 
 
+def _step(n: int, step, rules: list[tuple[int, Authorization]], **said) -> tuple[str, dict, int | None]:
+    """One step as its tool reads it, and the rule that allows it (None: a read); ExportError otherwise."""
+    what = f"step {n} ({step.tool})"
+    parsed, action = _checked(what, step.tool, step.args)
+    values = parsed.model_dump(mode="json", exclude={"host"})
+    if step.tool == "install_runfile":
+        _runfile_is_its_version(what, values)
+    return step.tool, values, _covering_rule(what, step.tool, action, rules, **said)
+
+
+def check_steps(recipe: Recipe, hosts: list[str]) -> None:
+    """What `agent fleet` checks before it touches any host: each step, as its tool reads it, allowed on each
+    host by the recipe's rules, and the rollback too; the first that is not, as a one-line RecipeError. A step
+    no rule covers used to be found on the canary, after its first changes and a rollback."""
+    for host in hosts:
+        rules = [(i, a) for i, a in enumerate(recipe.authorizations) if a.covers_host(host)]
+        said = {"whose": f"on {host}", "then": "the rollout would stop there, so no host is touched"}
+        for n, step in enumerate(recipe.steps, 1):
+            _step(n, step, rules, **said)
+        _, action = _checked("the rollback", "restore_backup", {"backup_id": "backup", **recipe.restore})
+        if _covering_rule("the rollback (restore_backup)", "restore_backup", action, rules, **said) is None:
+            raise RecipeError("the rollback (restore_backup) reads as no change: it cannot be the recipe's rollback")
+
+
 def check_recipe(recipe: Recipe) -> Plan:
     rules = [(i, a) for i, a in enumerate(recipe.authorizations) if a.host == "*"]
     steps = []
     for n, step in enumerate(recipe.steps, 1):
-        what = f"step {n} ({step.tool})"
         if step.tool not in STEP_TOOLS:
-            raise ExportError(f"{what}: a playbook takes only {', '.join(STEP_TOOLS)} as steps (the backup, the "
-                              "drain and the rollback are its own tasks)")
-        parsed, action = _checked(what, step.tool, step.args)
-        values = parsed.model_dump(mode="json", exclude={"host"})
-        if step.tool == "install_runfile":
-            _runfile_is_its_version(what, values)
-        steps.append((step.tool, values, _covering_rule(what, step.tool, action, rules)))
+            raise ExportError(f"step {n} ({step.tool}): a playbook takes only {', '.join(STEP_TOOLS)} as steps (the "
+                              "backup, the drain and the rollback are its own tasks)")
+        steps.append(_step(n, step, rules))
     backup, _ = _checked("the backup", "pip_freeze_backup", recipe.backup)
     restore_args = {"backup_id": "backup", **recipe.restore}
     restore, action = _checked("the rollback", "restore_backup", restore_args)

@@ -356,3 +356,21 @@ def test_a_host_interrupted_after_a_step_is_restored_and_the_resumed_rollout_upg
     assert (sim / "usr" / "local" / "cuda-13.0" / "bin" / "nvcc").exists()
     shown = agent("show", str(out / "fleet-2.jsonl"), "--verify", home=tmp_path)
     assert shown.returncode == 0, shown.stdout + shown.stderr
+
+
+def test_a_step_no_rule_covers_is_refused_before_any_host_is_touched(recipe, tmp_path):
+    """An edited recipe whose pip step pins another torch than its rule allows: refused in one line, exit 2,
+    no host's transcript or sim made (it used to be found on the canary, after its toolkit was installed
+    and rolled back)."""
+    from agent.fleet.recipe import dump_recipe
+
+    r = load_recipe(recipe)
+    r.steps[1].args["packages"] = ["torch==2.11.0+cu130"]
+    edited = tmp_path / "edited.recipe.yaml"
+    edited.write_text(dump_recipe(r))
+    inv = inventory(tmp_path / "hosts.ini", {"gpu01": "", "gpu02": ""})
+    out = tmp_path / "rollout"
+    run = agent("fleet", str(edited), "-i", str(inv), "--dir", str(out), home=tmp_path)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+    assert "step 2 (pip_install)" in run.stderr and "on gpu01" in run.stderr and "no host is touched" in run.stderr
+    assert not list(out.glob("gpu0*.jsonl")) and not (out / "sims").exists()
