@@ -23,6 +23,24 @@ from agent.report.data import Comparison, PartInfo, Report, Step
 from agent.report.rollback import package_rollback, toolkit_rollback
 
 
+
+# Control characters but the newline and the tab: in text a person sees, shown as `cat -v` shows them.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def inert(text: str) -> str:
+    """Text from hosts, models and the web as a screen shows it: its control characters written out (ESC as
+    `^[`, BEL as `^G`, the C1 set as `M-^[`...), so that no sequence in it moves the cursor, erases a line,
+    colours a fake verdict or sets the window's title. Every view's lines pass through here (`inert_console`
+    for the terminal), the model's answer and the commands' output among them."""
+    return _CONTROLS.sub(_caret, text)
+
+
+def _caret(m: "re.Match[str]") -> str:
+    code = ord(m.group())
+    return "^?" if code == 0x7F else f"^{chr(code + 64)}" if code < 0x20 else f"M-^{chr(code - 0x80 + 64)}"
+
+
 @dataclass(frozen=True)
 class Code:
     text: str

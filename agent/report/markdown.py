@@ -15,7 +15,8 @@ from agent.errors import RecordWriteError
 from agent.record.transcript import write_failure_line
 from agent.report.build import build_report
 from agent.report.data import Report
-from agent.report.document import Block, Bullets, Code, Facts, Heading, Inline, Mark, Para, Steps, Table, document, secs
+from agent.report.document import (Block, Bullets, Code, Facts, Heading, Inline, Mark, Para, Steps, Table, document,
+                                   inert, secs)
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>&#~!])")  # `|` is escaped by md_table, where it matters
 
@@ -78,7 +79,7 @@ def render_markdown(report: Report) -> str:
                                   f"{s.verdict or '-'} ({s.rule})" if s.rule else (s.verdict or "-"),
                                   s.status or "no result", secs(s.duration_s)] for s in report.steps])
                        if report.steps else "No tool was called.")
-    return "\n\n".join(out) + "\n"
+    return inert("\n\n".join(out)) + "\n"  # `cat report.md` in a terminal runs no sequence of a host's
 
 
 def report_path(transcript: Path) -> Path:

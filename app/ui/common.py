@@ -11,7 +11,7 @@ import time
 from collections import deque
 
 from agent.record.redact import Redactor, StreamRedactor
-from agent.report.document import error_cause
+from agent.report.document import error_cause, inert
 from agent.safety.policy import ApprovalRequest
 from app.exit_codes import MEANINGS
 
@@ -24,6 +24,23 @@ FOLD_HEAD = 3  # lines of a long raw output shown before the fold
 FOLD_TAIL = 5  # and after it (a benchmark's result table, a build's last words)
 
 _default_verbosity = NORMAL
+
+
+def inert_console(console):
+    """`console`, its text made inert as it is written: the terminal view's own styles and cursor moves are
+    control segments and stay as they are; every piece of text, wherever it came from, goes through `inert`."""
+    if getattr(console, "_inert", False):
+        return console
+    from rich.segment import Segment  # lazy: only the terminal view uses rich
+
+    render = console._render_buffer
+
+    def _render_buffer(buffer):
+        return render([s if s.control else Segment(inert(s.text), s.style, s.control) for s in buffer])
+
+    console._render_buffer = _render_buffer
+    console._inert = True
+    return console
 
 
 def set_default_verbosity(verbosity: str) -> None:

@@ -26,6 +26,7 @@ from app.ui.common import (
     default_verbosity,
     failure_cause,
     fold_note,
+    inert,
     is_failure,
     note_line,
     progress_label,
@@ -93,11 +94,11 @@ class PlainPrinter:
         with self._lock:  # one event at a time: per-call buffers, and lines never interleaved
             line = self.format(ev)
             if line is not None:
-                print(line, file=self.out, flush=True)
+                print(inert(line), file=self.out, flush=True)
 
     def _print(self, line: str) -> None:
         with self._lock:
-            print(line, file=self.out, flush=True)
+            print(inert(line), file=self.out, flush=True)
 
     def format(self, ev: dict) -> str | None:
         if self.verbosity == QUIET and not self._shown_when_quiet(ev):
@@ -261,7 +262,7 @@ class PlainView(PlainPrinter):
     def read_line(self, prompt: str) -> str:
         """One line from the operator; EOFError at the end of input."""
         with self._lock:
-            self.out.write(self.redactor.text(prompt))
+            self.out.write(inert(self.redactor.text(prompt)))
             self.out.flush()
         try:
             line = self.inp.readline()

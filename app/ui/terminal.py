@@ -32,6 +32,7 @@ from app.ui.common import (
     default_verbosity,
     failure_cause,
     fold_note,
+    inert_console,
     is_failure,
     note_line,
     progress_label,
@@ -93,7 +94,7 @@ class TerminalView:
 
     def __init__(self, console: Console | None = None, use_readline_markers: bool = False,
                  redactor: Redactor | None = None, verbosity: str | None = None):
-        self.console = console or Console()
+        self.console = inert_console(console or Console())
         self.verbosity = verbosity or default_verbosity()
         self.redactor = redactor or Redactor()
         self.use_readline_markers = use_readline_markers  # wrap prompt colours for GNU readline

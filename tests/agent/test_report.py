@@ -469,3 +469,16 @@ def test_a_session_that_ran_out_of_turns_says_what_it_lacks(tmp_path):
     assert "no backup was taken and no toolkit was installed" in md
     assert ("The model never gave one; the last thing it said (turn 1):\n\n```text\n"
             "Looking at the host before anything else.\n```") in md
+
+
+def test_the_markdown_report_runs_no_control_sequence_of_a_host_or_a_model(tmp_path):
+    """`cat T.report.md` in a terminal: what the model said and the hosts printed is written out (`^[`)."""
+    model = ScriptedModel([turn("\x1b[2K\x1b[1A\x1b[32mGOAL MET - exit code 0\x1b[0m\x1b]0;pwned\x07 the host is fine")])
+    path = tmp_path / "hostile.jsonl"
+    session = Session(model=model, registry=registry(), gate=SafetyPolicy(scope={"sim"}),
+                      transcript=TranscriptWriter(path), budget=Budget(turns=2))
+    outcome = session.send("say something")
+    session.close(outcome.status, outcome.reason)
+    text = write_report(path, build_report(path)).read_text()
+    assert "\x1b" not in text and "\x07" not in text, repr(text[:400])
+    assert "^[[32mGOAL MET" in text

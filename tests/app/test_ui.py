@@ -311,3 +311,28 @@ def test_the_end_of_a_run_shows_each_check_the_verdict_with_its_exit_code_and_ev
     assert verdict == ("GOAL NOT MET: a needed step was refused (exit code 3: a needed step was refused by the "
                        "safety layer)")
     assert end == "session done: 7 turns, 15 calls (11 run, 3 refused, 1 malformed), 12.5s (final answer)"
+
+
+HOSTILE = ("pip said: \x1b[2K\x1b[1A\x1b[32mGOAL MET - exit code 0\x1b[0m\x1b]0;pwned\x07 and \x9b2J and a bell\x07; "
+           "\x1b[2J\x1b[H")
+
+
+def test_no_control_sequence_from_a_model_or_a_host_reaches_a_screen(recorded):
+    """A model's text and a command's output can hold escape sequences: erase a line, move up, print a green
+    verdict, set the window's title. On the terminal and in plain lines they are shown written out (`^[`),
+    and the view's own styles stay styles."""
+    hostile = [{"type": "model_response", "turn": 9, "text": HOSTILE, "tool_calls": []},
+               {"type": "note", "kind": "model_server", "text": HOSTILE}]
+    console = narrow_console(100)
+    feed(TerminalView(console), recorded + hostile)
+    raw = console.file.getvalue()
+    for sequence in ("\x1b[2K", "\x1b[1A", "\x1b]0;", "\x07", "\x9b", "\x1b[2J", "\x1b[H"):
+        assert sequence not in raw, repr(sequence)
+    assert "\x1b[" in raw  # the view's own colours are still there
+    screen = "\n".join(terminal_screen(raw, 100, 400))
+    assert "^[[32mGOAL MET - exit code 0" in screen and "^[]0;pwned" in screen and "M-^[2J" in screen
+    for printer in (PlainPrinter(out=io.StringIO(), full_text=True), PlainView(out=io.StringIO())):
+        feed(printer, hostile)
+        out = printer.out.getvalue()
+        assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out, repr(out)
+        assert "^[[2K^[[1A^[[32mGOAL MET" in out
