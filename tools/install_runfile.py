@@ -218,6 +218,7 @@ class InstallRunfile(Tool):
         if not args.toolkit_only and driver is not None:
             raise ToolError(f"driver {driver} is loaded: the runfile cannot replace a driver that is in use. "
                             f"Install the toolkit only (toolkit_only: true); nothing was written")
+        _resolves_to_itself(sh, {"tmpdir": tmpdir, "download_dir": download_dir, "toolkit_path": target})
         exists = sh(f"test -e {shlex.quote(target)} && echo exists || echo free")
         if exists.stdout.strip() == "exists":
             raise ToolError(f"{target} already exists: a side-by-side install needs a new directory. Choose "
@@ -403,6 +404,26 @@ def _sentence(text: str) -> str:
     """A message as one sentence: its own full stop, never a second one."""
     text = text.strip()
     return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def _resolves_to_itself(sh, paths: dict[str, str]) -> None:
+    """Where the tool writes is where its arguments say, as the host resolves them: a symbolic link (or `..`)
+    on the way would take a write allowed for /tmp/x into /usr/local/cuda-12.8/bin (a link planted in /tmp),
+    past a rule that names /tmp/*. The gate matched the text; this checks it is the place. ToolError, one
+    line per path, naming where it leads; nothing written."""
+    names = list(paths)
+    quoted = " ".join(shlex.quote(paths[n]) for n in names)
+    resolved = sh(f"for p in {quoted}; do realpath -m -- \"$p\" || echo '?'; done")
+    lines = resolved.stdout.splitlines()
+    if not resolved.ok or len(lines) != len(names):
+        raise ToolError(f"the paths {quoted} could not be resolved on the host ({_last_line(resolved.stderr)}); "
+                        "nothing was written")
+    moved = [f"{n} {paths[n]} leads to {where}" for n, where in zip(names, lines)
+             if where != posixpath.normpath(paths[n]) or ".." in paths[n].split("/")]
+    if moved:
+        raise ToolError("a symbolic link (or `..`) on the way takes the install elsewhere than its arguments say: "
+                        + "; ".join(moved) + ". Give the resolved path itself if that is where it should go (a rule "
+                        "must then allow it); nothing was written")
 
 
 def _is_temporary(directory: str, tmpdir: str) -> bool:

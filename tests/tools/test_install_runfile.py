@@ -177,3 +177,19 @@ def test_an_installer_that_timed_out_or_printed_nothing_is_said_so_in_sentences(
     assert text.startswith("the installer failed (exit 1): Failed to verify gcc version. Its log "
                            f"{LOG} says: Missing gcc. gcc is required to continue. The runfile's")
     assert ".." not in text
+
+
+def test_a_link_planted_on_the_way_is_refused_before_anything_is_written(tmp_path):
+    """A rule allows tmpdir and download_dir under /tmp/*: a link planted at /tmp/x to the 12.8 toolkit's bin
+    would have the runfile downloaded there. The resolved path is checked: refused, nothing written."""
+    sim = build_sim(tmp_path / "gpu")
+    info = sim.runfiles["13.0"]
+    sim.sys_path("/tmp/x").symlink_to("/usr/local/cuda-12.8/bin")
+    message, commands = failure(sim, tmp_path, tmpdir="/tmp/x", download_dir="/tmp/x")
+    assert "tmpdir /tmp/x leads to /usr/local/cuda-12.8/bin" in message and "nothing was written" in message
+    assert not any(c.startswith("curl -fL") for c in commands)
+    assert not sim.sys_path(f"/usr/local/cuda-12.8/bin/{info.filename}").exists()
+    assert not sim.sys_path(TARGET).exists()
+    # and a toolkit_path through a link (or `..`)
+    message, _ = failure(sim, tmp_path, toolkit_path="/usr/local/cuda-12.8/../cuda-13.0-x")
+    assert "toolkit_path /usr/local/cuda-12.8/../cuda-13.0-x leads to /usr/local/cuda-13.0-x" in message
