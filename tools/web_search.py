@@ -115,7 +115,8 @@ class WebSearch(Tool):
                             f"(https://dashboard.exa.ai) and start again; the session goes on without web results")
         base_url = _base_url()
         timeout_s = self._timeout()
-        search = _exa_search(api_key, base_url, timeout_s, args)
+        # What leaves the process leaves redacted: the model may repeat a secret it read in a command's output.
+        search = _exa_search(api_key, base_url, timeout_s, args, ctx.redact(args.query))
         try:
             response = _within_deadline(search, timeout_s, ctx.cancel)
         except _Cancelled:
@@ -182,7 +183,7 @@ def _base_url() -> str:
     return url.rstrip("/")  # the client appends "/search"
 
 
-def _exa_search(api_key: str, base_url: str, timeout_s: float, args: WebSearchArgs) -> Callable[[], Any]:
+def _exa_search(api_key: str, base_url: str, timeout_s: float, args: WebSearchArgs, query: str) -> Callable[[], Any]:
     """The search as a call to run on a worker thread, with the client built inside it."""
     from exa_py import Exa  # imported here: it is slow to load, and most commands never search
 
@@ -194,7 +195,7 @@ def _exa_search(api_key: str, base_url: str, timeout_s: float, args: WebSearchAr
             client_opts["timeout"] = timeout_s
         client = Exa(api_key=api_key, base_url=base_url, **client_opts)
         return client.search(
-            args.query,
+            query,
             num_results=args.num_results,
             include_domains=args.include_domains or None,
             start_published_date=args.start_published_date,

@@ -165,6 +165,7 @@ class Redactor:
     def __init__(self, secrets: list[str] | None = None, environ: dict[str, str] | None = None):
         env = os.environ if environ is None else environ
         self._values: list[str] = []
+        self._learned: list[str] = []  # values the rules found in this session's texts (see _learn)
         for value in [v for k, v in env.items() if _SECRET_NAME.search(k)] + list(secrets or []):
             self.add(value)
 
@@ -179,10 +180,12 @@ class Redactor:
         if "\n" in secret:
             forms += [line.strip() for line in secret.splitlines()
                       if len(line.strip()) >= _MIN_SECRET and "-----" not in line and ": " not in line]
+        values = list(self._values)  # a new list, swapped in whole: other threads redact while one adds
         for form in forms:
-            if form not in self._values:
-                self._values.append(form)
-        self._values.sort(key=len, reverse=True)  # longest first: a secret holding another goes whole
+            if form not in values:
+                values.append(form)
+        values.sort(key=len, reverse=True)  # longest first: a secret holding another goes whole
+        self._values = values
 
     def text(self, s: str) -> str:
         if len(s) < _MIN_SECRET:  # too short to hold a credential
@@ -194,7 +197,34 @@ class Redactor:
         for v in self._values:
             if v in s:
                 s = s.replace(v, REDACTED)
-        return _rules(s)
+        out = _rules(s)
+        if out != s:
+            self._learn(s, out)
+        # What the rules found before is hidden after them: replaced first, a piece of a secret (half a token a
+        # terminal wrapped) would leave the rest of a whole one in a shape no rule knows.
+        for v in self._learned:
+            if v in out:
+                out = out.replace(v, REDACTED)
+        return out
+
+    def _learn(self, before: str, after: str) -> None:
+        """A secret a rule found (a token in a command's output, a password in a URL) is known from now on by
+        its value: the model may repeat it where no rule would see it (its own words, a command, a web
+        search), and there it is hidden too. The parts of `after` between the REDACTED marks are `before`'s
+        own text, in order: what lies between them in `before` is what was hidden."""
+        parts = after.split(REDACTED)
+        at = 0
+        for part, following in zip(parts, parts[1:]):
+            if not before.startswith(part, at):
+                return  # the marks do not line up with the text (a rule that rewrote more): learn nothing
+            at += len(part)
+            end = before.find(following, at) if following else len(before)
+            if end < 0:
+                return
+            secret = before[at:end]
+            if len(secret) >= _MIN_SECRET and secret not in self._learned and REDACTED not in secret:
+                self._learned = sorted([*self._learned, secret], key=len, reverse=True)  # swapped in whole
+            at = end
 
     def value(self, obj: Any) -> Any:
         """Redact every string inside a JSON-like value; keys named like secrets lose their value."""

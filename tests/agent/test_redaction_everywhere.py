@@ -644,3 +644,28 @@ def test_a_long_field_is_redacted_before_it_is_cut_for_the_record(tmp_path):
         recorded = redactor.text(bounded["text"])
         assert "bytes omitted" in recorded and _pieces_shown(token, recorded) == [], into
     assert all(token not in p.read_text() for p in tmp_path.rglob("*") if p.is_file())
+
+
+def test_a_secret_a_rule_found_once_is_hidden_wherever_the_model_repeats_it(tmp_path):
+    """A password found in a command's output by its shape (in a URL) is then known by its value: the model's
+    words, a later command, and a web search's query (which leaves for Exa) carry it no more (issue 30)."""
+    password = "Zq9mP" + secrets.token_hex(8)
+    printed = tmp_path / "pip.conf"
+    printed.write_text(f"[global]\nindex-url = https://deploy:{password}@registry.example.org/simple\n")
+    script = [Reply(text="Reading the pip configuration.", calls=[
+        ("ssh_exec", {"host": "local", "command": f"cat {printed}"})]),
+        Reply(text=f"The registry's password is {password}; checking it.", calls=[
+            ("ssh_exec", {"host": "local", "command": f"echo {password} | wc -c"}),
+            ("web_search", {"query": f"registry password {password} rotation", "num_results": 3})]),
+        Reply(text=f"Done: the password {password} works.")]
+    transcript = tmp_path / "run.jsonl"
+    with FakeExa([Results([])]) as exa, FakeOpenAI(script) as model:
+        env = agent_env({"EXA_API_KEY": "exa-" + secrets.token_hex(16), "EXA_BASE_URL": exa.base_url})
+        code, screen = run_plain(["run", str(goal_file(tmp_path)), "--base-url", model.base_url,
+                                  "--transcript", str(transcript)], env)
+        sent = json.dumps(exa.requests)
+    assert len(exa.requests) == 1 and REDACTED in sent and password not in sent, sent
+    report = transcript.with_name(transcript.stem + ".report.md").read_text()
+    for name, text in {"the terminal": screen, "the transcript": transcript.read_text(), "the report": report}.items():
+        assert password not in text, name
+    assert "The registry's password is [REDACTED]" in transcript.read_text()
