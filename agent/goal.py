@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from agent.budget import Budget
+from agent.input_files import InputFileError, read_text_file
 from agent.safety.policy import Authorization
 from tools import TOOLS, default_tools
 
@@ -373,16 +374,9 @@ def load_goal(path: Path) -> Goal:
     from ruamel.yaml.error import MarkedYAMLError
 
     try:
-        size = path.stat().st_size
-        if size > MAX_GOAL_BYTES:
-            raise GoalError(f"{path}: {size:,} bytes is too large for a goal file (the limit is "
-                            f"{MAX_GOAL_BYTES // 1024} KiB): is it the right file?")
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise GoalError(f"{path}: cannot read the goal file: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        line = path.read_bytes()[: e.start].count(b"\n") + 1
-        raise GoalError(f"{path}:{line}: not UTF-8 text (byte {e.object[e.start]:#04x}); save the file as UTF-8") from None
+        text = read_text_file(path, MAX_GOAL_BYTES, "goal file")
+    except InputFileError as e:
+        raise GoalError(str(e)) from None
     yaml = YAML(typ="rt")
     try:
         data = yaml.load(text)

@@ -24,6 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.errors import SessionConfigError
+from agent.input_files import InputFileError, read_text_file
 
 SECRET_KEYS = ("api_key", "openai_api_key", "exa_api_key", "key", "token", "password")
 
@@ -42,6 +43,7 @@ class Config(BaseModel):
     context_tokens: int | None = Field(default=None, ge=2000)
     hosts: list[str] = Field(default_factory=list)
     price: Price | None = None
+MAX_CONFIG_BYTES = 64 * 1024  # a settings file holds a few keys
 
 
 def config_path(given: str | None = None) -> Path:
@@ -56,14 +58,14 @@ def config_path(given: str | None = None) -> Path:
 def load_config(given: str | None = None) -> Config:
     """The settings file, or the defaults when there is none; a file that is wrong is a one-line error."""
     path = config_path(given)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         if given:
             raise SessionConfigError(f"{path}: no such settings file") from None
         return Config()
-    except OSError as e:
-        raise SessionConfigError(f"{path}: cannot read it ({e.strerror})") from None
+    try:
+        text = read_text_file(path, MAX_CONFIG_BYTES, "settings file")
+    except InputFileError as e:
+        raise SessionConfigError(str(e)) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -26,7 +26,7 @@ def make_recipe(args) -> int:
 
     path = Path(args.transcript)
     if not path.is_file():
-        raise SessionConfigError(f"no file at {path}: give the .jsonl of a finished run whose goal was met"
+        raise SessionConfigError(f"{'not a file' if path.exists() else 'no file'} at {path}: give the .jsonl of a finished run whose goal was met"
                                  + (", or a recipe" if args.ansible else ""))
     try:
         if args.ansible and path.suffix != ".jsonl":

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.goal import TOO_DEEP, HostEntry, TooManyValues, plain_values
+from agent.input_files import InputFileError, read_text_file
 
 MAX_INVENTORY_BYTES = 4 * 1024 * 1024
 MAX_HOSTS = 10_000  # ranges included: `gpu[0:99999]` is a typo, not a fleet
@@ -132,13 +133,9 @@ class Inventory:
 
 def load_inventory(path: Path) -> Inventory:
     try:
-        if path.stat().st_size > MAX_INVENTORY_BYTES:
-            raise InventoryError(f"{path}: too large for an inventory (over {MAX_INVENTORY_BYTES >> 20} MiB)")
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise InventoryError(f"{path}: cannot read the inventory: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise InventoryError(f"{path}: not UTF-8 text; save the inventory as UTF-8") from None
+        text = read_text_file(path, MAX_INVENTORY_BYTES, "inventory")
+    except InputFileError as e:
+        raise InventoryError(str(e)) from None
     if path.suffix in (".yml", ".yaml", ".json"):
         inv = _parse_yaml(path, text)
     elif path.suffix in (".ini", ".cfg") or not _reads_as_yaml_groups(text):

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agent.goal import TOO_DEEP, SuccessCheck, TooManyValues, check_tool_authorization, plain_values
+from agent.input_files import InputFileError, read_text_file
 from agent.safety.authorizations import Authorization
 from tools.drain_node import REASON as DRAIN_REASON
 from tools.pip_install import UNMET
@@ -391,15 +392,9 @@ def load_recipe(path: Path) -> Recipe:
     from ruamel.yaml.error import YAMLError
 
     try:
-        size = path.stat().st_size
-        if size > MAX_RECIPE_BYTES:
-            raise RecipeError(f"{path}: {size:,} bytes is too large for a recipe (the limit is "
-                              f"{MAX_RECIPE_BYTES // 1024} KiB): is it the right file?")
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise RecipeError(f"{path}: cannot read the recipe: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise RecipeError(f"{path}: not UTF-8 text") from None
+        text = read_text_file(path, MAX_RECIPE_BYTES, "recipe")
+    except InputFileError as e:
+        raise RecipeError(str(e)) from None
     try:
         data = YAML(typ="safe", pure=True).load(text)
     except YAMLError as e:

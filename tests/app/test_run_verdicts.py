@@ -171,7 +171,7 @@ def test_goal_files_too_large_or_expanding_through_aliases_are_refused_in_one_li
     big = tmp_path / "big.yaml"
     big.write_text("goal: x\nhosts: [local]\n# " + "a" * 30_000_000 + "\n")
     r = agent("run", str(big), home=tmp_path)
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "too large for a goal file" in r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "larger than a goal file can be" in r.stderr
     anchors = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))
     bomb = tmp_path / "bomb.yaml"
@@ -200,3 +200,24 @@ def test_a_sigterm_gives_the_same_exit_code_in_the_verdict_as_the_process(tmp_pa
     result = only(events(transcript), "goal_result")
     assert result["exit_code"] == 143 and result["reason"].startswith("stopped by SIGTERM")
     assert "(exit code 143: stopped by SIGTERM)" in out
+
+
+def test_a_device_a_fifo_or_a_directory_given_as_a_goal_file_is_refused_at_once(tmp_path):
+    """/dev/zero says it has 0 bytes and never ends (3 GB were read, then a MemoryError); a FIFO blocks until
+    someone writes. Neither is read: one line, exit 2, at once (issue 30)."""
+    import os
+    import time
+
+    fifo = tmp_path / "goal.fifo"
+    os.mkfifo(fifo)
+    for given, said in (("/dev/zero", "a device, a FIFO or a socket, not a file"),
+                        (str(fifo), "a device, a FIFO or a socket, not a file"),
+                        (str(tmp_path), "a directory, not a file")):
+        started = time.monotonic()
+        r = agent("run", given, home=tmp_path)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and said in r.stderr, (given, r.stderr)
+        assert time.monotonic() - started < 20, given
+    for args in (("recipe", str(fifo), "--ansible", "-o", str(tmp_path / "x.yml")),
+                 ("fleet", "/dev/zero", "-i", str(fifo))):
+        r = agent(*args, home=tmp_path)
+        assert r.returncode == 2 and "not a file" in r.stderr, (args, r.stderr)
