@@ -12,7 +12,7 @@ class Budget(BaseModel):
 
     turns: int = Field(default=40, ge=1)
     tokens: int | None = Field(default=None, ge=1)
-    minutes: float | None = Field(default=None, gt=0)
+    minutes: float | None = Field(default=None, gt=0, allow_inf_nan=False)  # .inf would be no budget at all
 
     @property
     def max_wall_s(self) -> float | None:

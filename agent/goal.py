@@ -111,6 +111,22 @@ class SimMachine(BaseModel):
                 "pypi_reachable": self.pypi_reachable, "bench_noise": self.bench_noise}
 
 
+HOST_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@-]{0,252}")  # what a host's name may be, in a goal file or an inventory
+
+
+def host_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a host, or None. The name is a rule's `host:`, a word on every screen and an SSH
+    target: `*` would be every host in a rule, a newline or an escape would print as lines of their own, a
+    leading `-` would be an ssh option."""
+    if name == "*":
+        return ("a host cannot be named `*`: in a rule's `host:` that means every host; give it another name and its "
+                "address as `target:`")
+    if not HOST_NAME.fullmatch(name) or ".." in name:
+        return (f"{name!r} is not a host name: a host name is letters, digits and ._:@- (not starting with - or .); "
+                "give an address that needs more as `target:`")
+    return None
+
+
 class HostEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -127,6 +143,14 @@ class HostEntry(BaseModel):
     # "off": the reads the gate runs without approval run on this host without the read sandbox (the
     # operator's opt-out, for a host where none can be set up); the transcript records it.
     read_sandbox: Literal["auto", "off"] = "auto"
+
+    @field_validator("name")
+    @classmethod
+    def _a_plain_name(cls, v: str) -> str:
+        problem = host_name_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
 
     @model_validator(mode="after")
     def _sim_only_for_sims(self) -> "HostEntry":
@@ -180,6 +204,7 @@ class SuccessCheck(BaseModel):
 
 
 GROUP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")  # Ansible's valid group names (no `-`, `.`, `:`)
+ALWAYS_DESTRUCTIVE = ("restore_backup",)  # tools whose every step is destructive: a rule must say so to match
 EVERY_HOST = "all"  # as in Ansible: the group of every host, which a goal file does not define
 
 
@@ -231,6 +256,9 @@ class Goal(BaseModel):
                 raise ValueError(f"authorizations[{i}] names host {a.host!r}, which is not in {known}")
             if a.tool is not None:
                 a.args = check_tool_authorization(i, a.tool, a.args)
+                if a.tool in ALWAYS_DESTRUCTIVE and not a.destructive:
+                    raise ValueError(f"authorizations[{i}] ({a.tool}) would never match: every {a.tool} step is "
+                                     "destructive; add `destructive: true` to the rule if that is what you mean")
         for i, c in enumerate(self.success):
             spec = c.toolkit or c.command
             if spec is not None and spec.host is not None and spec.host not in names and spec.host not in groups:
@@ -313,12 +341,27 @@ def check_tool_authorization(i: int, tool: str, args: dict[str, Any]) -> dict[st
                 # A list of alternatives is shown whole, as it should read.
                 fixed = "[" + ", ".join(f'"{as_written(x)}"' for x in items) + "]" if isinstance(value, list) else None
                 raise ValueError(f"authorizations[{i}].args.{key} must be a string: {quote_hint(key, wrong, fixed)}")
+    if tool == "restore_backup":
+        _check_backup_ids(i, args.get("backup_id"))
     missing = [k for k in cls.pinned if fields[k].is_required() and k not in args]
     if missing:
         raise ValueError(f"authorizations[{i}] ({tool}) must name {', '.join(missing)}: a rule that leaves "
                          f"{'it' if len(missing) == 1 else 'them'} open would allow any value")
     return {k: [cls.canonical(k, x) for x in v] if isinstance(v, list) and not _list_arg(fields[k]) else
             cls.canonical(k, v) for k, v in args.items()}
+
+
+# The ids pip_freeze_backup gives: the host's name as letters, digits and -, then the time (UTC) and 4 hex digits.
+BACKUP_ID = re.compile(r"[A-Za-z0-9-]+-\d{8}-\d{6}-[0-9a-f]{4}")
+
+
+def _check_backup_ids(i: int, value: Any) -> None:
+    """A literal backup_id that no backup can have makes a rule that never matches: say so at load."""
+    for v in value if isinstance(value, list) else [value]:
+        if isinstance(v, str) and "*" not in v and not BACKUP_ID.fullmatch(v):
+            raise ValueError(f"authorizations[{i}].args.backup_id {v!r} is not an id pip_freeze_backup gives "
+                             "(HOST-YYYYMMDD-HHMMSS-xxxx, as gpu1-20261205-181200-3fa2), so the rule would never match: "
+                             "give the id, or a pattern such as \"gpu1-*\"")
 
 
 def _list_arg(field: Any) -> bool:

@@ -10,6 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from agent.errors import SessionConfigError
 from agent.goal import HostEntry, SimMachine, host_entry_for
 from tools.hosts import HostSpec, SandboxUnavailable
@@ -49,7 +51,10 @@ def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) ->
 
 def host_entry_from_flag(value: str, trusted: list[str]) -> HostEntry:
     """`--host` values: 'local', 'sim', or an ssh target / alias (as in goal files)."""
-    return host_entry_for(value, trusted[0] if trusted else None)
+    try:
+        return host_entry_for(value, trusted[0] if trusted else None)
+    except ValidationError as e:
+        raise SessionConfigError(f"--host: {e.errors()[0]['msg'].removeprefix('Value error, ')}") from None
 
 
 def describe_host(spec: HostSpec, sim: Any = None) -> str:

@@ -580,10 +580,12 @@ def run_session(session: Session, text: str) -> Outcome:
 _OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
 
 
-def close_open_sessions(reason: str) -> None:
-    """End every session still open (an interrupt that came before or after a caller's closing())."""
-    for session in list(_OPEN):
+def close_open_sessions(reason: str) -> int:
+    """End every session still open (an interrupt that came before or after a caller's closing()); how many."""
+    sessions = list(_OPEN)
+    for session in sessions:
         session.close("interrupted", reason)
+    return len(sessions)
 
 
 def _never_finished(r: CallResult) -> bool:

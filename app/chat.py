@@ -414,7 +414,12 @@ class Chat:
             self.view.warn(usage)
 
     def add_host(self, name: str, target: str | None) -> None:
+        from agent.goal import host_name_problem  # lazy: per command
 
+        problem = host_name_problem(name)
+        if problem:
+            self.view.warn(problem.replace("`target:`", "the second word: /host add NAME user@host[:port]"))
+            return
         if name in self.session.gate.scope:
             self.view.warn(f"{name} is already one of this session's hosts")
             return

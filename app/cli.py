@@ -744,9 +744,20 @@ def main(argv: list[str] | None = None) -> int:
         # opened in this process gets its end event. No session exists unless the loop was imported,
         # and importing it now could re-run a module the interrupt cut short.
         loop = sys.modules.get("agent.loop")
-        if loop is not None:
-            loop.close_open_sessions(interruption_reason(e))
+        closed = loop.close_open_sessions(interruption_reason(e)) if loop is not None else 0
+        record = sys.modules.get("agent.record.transcript")
+        removed = record.discard_unstarted() if record is not None else []
+        if not closed and _RUNNING and _RUNNING[0] in _SESSION_COMMANDS:
+            left = f" (its empty transcript {removed[0]} was removed)" if len(removed) == 1 else ""
+            print(f"agent: {interruption_reason(e)} before the session started: nothing ran on any host{left}",
+                  file=sys.stderr)
         return _exit_code_after_signal(ExitCode.INTERRUPTED)
+
+
+# The command running, and those whose every host action happens inside a session: an interrupt that reaches
+# main() with no session open came before any of them.
+_RUNNING: list = []
+_SESSION_COMMANDS = (cmd_run, cmd_chat, cmd_demo)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -763,6 +774,7 @@ def _main(argv: list[str] | None) -> int:
         from app.config import apply_config, load_config  # lazy: tomllib only when a command runs
 
         apply_config(args, load_config(args.config))
+        _RUNNING[:] = [args.func]
         return args.func(args)
     except SessionConfigError as e:  # configuration that cannot work: one line, exit 2
         return _fail(str(e))

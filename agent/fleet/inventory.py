@@ -22,14 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.goal import TOO_DEEP, HostEntry, TooManyValues, plain_values
+from agent.goal import HOST_NAME, TOO_DEEP, HostEntry, TooManyValues, plain_values
 from agent.input_files import InputFileError, read_text_file
 
 MAX_INVENTORY_BYTES = 4 * 1024 * 1024
 MAX_HOSTS = 10_000  # ranges included: `gpu[0:99999]` is a typo, not a fleet
 MAX_INVENTORY_VALUES = 1_000_000  # what the YAML expands to: 10,000 hosts with their variables, and room
 # A host's name names its transcript file too: letters, digits, `._:-`, not starting with a dot.
-HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:-]{0,252}$")
 ADDRESS = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,252})|[0-9A-Fa-f:.]+)$")  # a DNS name, IPv4 or IPv6
 USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
 PROGRAM = re.compile(r"^[A-Za-z0-9._/+-]{1,4096}$")  # a path or a program's name, nothing a shell reads
@@ -328,7 +327,7 @@ def _parse_yaml(path: Path, text: str) -> Inventory:
 
 def _check_connection(path: Path, name: str, v: dict[str, Any]) -> None:
     """What becomes a file name, an SSH address, a user or a port is what it says and nothing more."""
-    if not HOST_NAME.match(name) or ".." in name:
+    if not HOST_NAME.fullmatch(name) or "@" in name or ".." in name:
         raise InventoryError(f"{path}: host {name!r}: a host name is letters, digits and ._:- (it also names the "
                              "host's transcript file); give the address as ansible_host")
     if re.fullmatch(r"fleet(-\d+)?", name):

@@ -37,6 +37,27 @@ from tools.base import ArtifactStore
 
 SCHEMA_VERSION = 1
 
+# Transcripts opened whose first event is not written yet. An interrupt in that window (a session is being
+# built) leaves an empty file that no reader can verify; the interrupt's handler takes such files away, since
+# nothing happened that they could record (discard_unstarted).
+_UNSTARTED: set["TranscriptWriter"] = set()
+
+
+def discard_unstarted() -> list[Path]:
+    """Remove the files of transcripts that were opened and never written to; their paths."""
+    removed = []
+    for writer in list(_UNSTARTED):
+        _UNSTARTED.discard(writer)
+        if writer._chain[1] == 0 and writer._file is not None and writer.path is not None:
+            try:
+                writer._file.close()
+                if writer.path.stat().st_size == 0:
+                    writer.path.unlink()
+                    removed.append(writer.path)
+            except OSError:
+                pass
+    return removed
+
 # --------------------------------------------------------------------------- writing
 
 
@@ -86,6 +107,7 @@ class TranscriptWriter:
         self._artifacts = self.artifacts_dir
         if path is not None:
             self._file = self._open(path)
+            _UNSTARTED.add(self)
 
     def _open(self, path: Path):
         try:
@@ -149,6 +171,7 @@ class TranscriptWriter:
                 self._settle_or_fail()  # a partial line is cut off now
                 raise failure from None
             # An interrupt from here on leaves `_pending` set, and the next write settles by the file's size.
+            _UNSTARTED.discard(self)
             self._advance(pending)
             if artifact_lost:  # this event is kept (it says what happened); the session stops here
                 raise RecordWriteError(self._failure)

@@ -83,3 +83,46 @@ def test_every_shipped_goal_file_loads():
         assert goal.hosts and goal.goal.strip(), path
     rehearsal = load_goal(Path(__file__).resolve().parents[2] / "goals" / "driver-too-old.yaml")
     assert rehearsal.hosts[0].sim is not None and rehearsal.hosts[0].sim.driver == "550.144.03"
+
+
+@pytest.mark.parametrize("name, said", [
+    ('"*"', "a host cannot be named `*`"),
+    ('"gpu1\\ngpu2"', "a host name is letters, digits"),
+    ('"gpu1\\u001b[2J"', "a host name is letters, digits"),
+    ('"-oProxyCommand=touch /tmp/x"', "a host name is letters, digits"),
+    ('"../../etc"', "a host name is letters, digits"),
+])
+def test_a_host_name_that_would_mean_every_host_or_print_as_something_else_is_refused(tmp_path, name, said):
+    """`*` was accepted and a rule for it covered every host; a newline printed as a line of its own."""
+    p = write(tmp_path, f"goal: g\nhosts: [{name}]\n")
+    with pytest.raises(GoalError, match=r"goal.yaml:\d+: hosts.*" + said.replace("`", ".").replace("*", r"\*")):
+        load_goal(p)
+
+
+def test_names_an_operator_gives_today_still_load(tmp_path):
+    g = load_goal(write(tmp_path, "goal: g\nhosts: [gpu-01.lab, root@10.0.0.5, h100_2, 'fd00::5']\n"))
+    assert g.host_names() == ["gpu-01.lab", "root@10.0.0.5", "h100_2", "fd00::5"]
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan", "-.inf"])
+def test_a_time_budget_is_a_finite_number_of_minutes(tmp_path, value):
+    p = write(tmp_path, f"goal: g\nhosts: [a]\nbudget: {{minutes: {value}}}\n")
+    with pytest.raises(GoalError, match=r"goal.yaml:3: budget.minutes"):
+        load_goal(p)
+
+
+def test_a_restore_backup_rule_that_could_never_match_is_reported(tmp_path):
+    """Every restore_backup step is destructive, and backup ids have one form: a rule that misses either was
+    accepted silently and then refused every restore."""
+    p = write(tmp_path, "goal: g\nhosts: [a]\nauthorizations:\n  - {host: a, tool: restore_backup, "
+                        "args: {backup_id: '*'}}\n")
+    with pytest.raises(GoalError, match=r":4: authorizations\[0\].*would never match: every restore_backup step is "
+                                        r"destructive; add `destructive: true`"):
+        load_goal(p)
+    p = write(tmp_path, "goal: g\nhosts: [a]\nauthorizations:\n  - {host: a, tool: restore_backup, "
+                        "destructive: true, args: {backup_id: latest}}\n")
+    with pytest.raises(GoalError, match=r"backup_id 'latest' is not an id pip_freeze_backup gives"):
+        load_goal(p)
+    g = load_goal(write(tmp_path, "goal: g\nhosts: [a]\nauthorizations:\n  - {host: a, tool: restore_backup, "
+                                  "destructive: true, args: {backup_id: [a-20261205-181200-3fa2, 'a-*']}}\n"))
+    assert g.authorizations[0].args["backup_id"] == ["a-20261205-181200-3fa2", "a-*"]

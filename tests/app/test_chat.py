@@ -326,6 +326,17 @@ def test_host_added_in_chat_with_an_accepted_key_is_in_scope_and_on_the_record(t
     assert verify(path).ok
 
 
+def test_a_host_added_in_chat_as_star_is_refused_and_scope_stays_as_it_was(terminal, tmp_path):
+    """`*` in scope would make a rule for `*` mean one more host; the operator is told why, nothing is added."""
+    with FakeOpenAI([Reply(text="unused")]) as srv:
+        term = terminal(srv, "local", env=chat_env(tmp_path))
+        term.line("/host add *")
+        assert "ahostcannotbenamed`*`" in flat(term.expect("❯ "))
+        term.line("/quit")
+        assert term.wait() == 0
+    assert not [n for n in events(tmp_path / "chat.jsonl", "note") if n.get("kind") == "host_added"]
+
+
 def test_output_to_a_pipe_is_plain_lines_without_escape_codes(tmp_path):
     script = [Reply(calls=[("ssh_exec", {"host": "local", "command": "echo piped-output"})]),
               Reply(text="Done: it printed **piped-output**.")]

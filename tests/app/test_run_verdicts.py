@@ -221,3 +221,57 @@ def test_a_device_a_fifo_or_a_directory_given_as_a_goal_file_is_refused_at_once(
                  ("fleet", "/dev/zero", "-i", str(fifo))):
         r = agent(*args, home=tmp_path)
         assert r.returncode == 2 and "not a file" in r.stderr, (args, r.stderr)
+
+
+def test_an_interrupt_while_the_session_is_built_leaves_no_empty_transcript_and_says_so(tmp_path):
+    """A SIGINT about 2 s in once left an empty transcript (`--verify` failed on it) and printed nothing: the
+    file was opened before the session that writes its first event existed. The interrupt is made to land
+    exactly there: just after the transcript is opened, before the session starts."""
+    goal = goal_file(tmp_path, "goal: look\nhosts: [local]\nbudget: {turns: 3}\n")
+    transcript = tmp_path / "t.jsonl"
+    code = ("import sys, agent.session_builder as sb\n"
+            "def interrupted(*a, **k):\n    raise KeyboardInterrupt\n"
+            "sb.HostPool = interrupted\n"
+            "from app.cli import main\n"
+            f"sys.exit(main(['run', {str(goal)!r}, '--base-url', 'http://127.0.0.1:9/v1', '--transcript', "
+            f"{str(transcript)!r}]))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_"))}
+    env.update({"PYTHONPATH": str(ROOT), "HOME": str(tmp_path), "OPENAI_API_KEY": "x"})
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert r.returncode == 130, r.stderr
+    assert not transcript.exists()
+    assert r.stderr.strip().splitlines()[-1] == (f"agent: interrupted by the operator before the session started: "
+                                                 f"nothing ran on any host (its empty transcript {transcript} was "
+                                                 "removed)")
+
+
+def test_a_sigint_anywhere_in_the_first_seconds_ends_with_a_word_and_a_record_that_verifies_or_none(tmp_path):
+    """Real Ctrl-Cs at 14 moments from the start to the first command: each run says something, exits 130, and
+    leaves either no transcript or one that verifies."""
+    import signal
+
+    from agent.record.transcript import verify
+
+    goal = goal_file(tmp_path, "goal: look\nhosts: [local]\nbudget: {turns: 3}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_"))}
+    env.update({"PYTHONPATH": str(ROOT), "HOME": str(tmp_path), "OPENAI_API_KEY": "x"})
+    seen = {"none": 0, "verified": 0}
+    for i in range(14):
+        transcript = tmp_path / f"t{i}.jsonl"
+        with FakeOpenAI([Reply(calls=[("ssh_exec", {"host": "local", "command": "sleep 30"})]),
+                         Reply(text="x")]) as srv:
+            proc = subprocess.Popen([sys.executable, "-m", "app.cli", "run", str(goal), "--base-url", srv.base_url,
+                                     "--transcript", str(transcript)], cwd=ROOT, env=env, text=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            time.sleep(0.1 + 0.15 * i)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, (i, err[-2000:])
+        assert (out + err).strip(), i
+        if transcript.exists():
+            report = verify(transcript)
+            assert report.ok and report.status == "interrupted", (i, report)
+            seen["verified"] += 1
+        else:
+            seen["none"] += 1
+    assert seen["none"] and seen["verified"], seen  # the moments span the start: before and after it
