@@ -13,7 +13,8 @@ import threading
 from pathlib import Path
 
 from agent.errors import RecordWriteError, SessionConfigError, Signalled, interruption_reason
-from app.exit_codes import CLASSIFY_EXIT_CODES, CLASSIFY_EXIT_CODES_HELP, EXIT_CODES_HELP, ExitCode
+from app.exit_codes import (CHAT_EXIT_CODES_HELP, CLASSIFY_EXIT_CODES, CLASSIFY_EXIT_CODES_HELP, EXIT_CODES_HELP,
+                            ExitCode)
 
 
 def _fail(msg: str, code: int = ExitCode.USAGE) -> int:
@@ -375,8 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_PrintVersion, help="print the version and exit")
     parser.add_argument("--config", metavar="PATH",
                         help="the settings file (default: $UPGRADE_AGENT_CONFIG, else ~/.config/upgrade-agent/config.toml;"
-                             " see `app/config.py` for what it takes: model, base_url, model_timeout, context_tokens, "
-                             "hosts, price); every setting there is overridden by its flag")
+                             " TOML with the keys model, base_url, model_timeout, context_tokens, hosts and a [price] "
+                             "table: the README's \"Settings file\"); every setting there is overridden by its flag")
     sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
 
     p = sub.add_parser("run", help="run a goal file, asking nothing; ends with a report and an exit code",
@@ -437,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_sessions)
 
     p = sub.add_parser("chat", help="interactive session; you approve risky steps in the terminal",
-                       epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=CHAT_EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_host_flags(p)
     p.add_argument("--plan", action="store_true", help="start in dry-run mode (/plan toggles it)")
     p.add_argument("--plain", action="store_true", help="plain lines instead of the rich terminal view")

@@ -27,6 +27,19 @@ EXIT_CODES_HELP = """exit codes:
   After a signal, running commands are stopped on their hosts and the transcript is closed, naming it.
 """
 
+# A chat has no goal to meet: it ends when the operator leaves, and its status says only whether that went well.
+CHAT_EXIT_CODES_HELP = """exit codes:
+  0    the operator left (/quit, Ctrl-D, Ctrl-C at the prompt): the session's end and report are written
+  2    usage or configuration error (no model endpoint, a bad --host or settings file); an unreachable host is
+       said at the start and the chat goes on
+  6    the transcript or its report could not be written (disk full, not writable)
+  129  stopped by SIGHUP (the terminal or SSH session went away)
+  130  interrupted (Ctrl-C) before the session started
+  143  stopped by SIGTERM
+  However it ends, running commands are stopped on their hosts and the transcript is closed; `agent resume`
+  goes on with it.
+"""
+
 # `agent classify` answers with its status, as grep and test do, so that a script can branch on it.
 # The numbers keep their meaning above: 1 "not the good outcome", 3 "refused by the safety layer".
 CLASSIFY_EXIT_CODES = {"read-only": ExitCode.OK, "mutating": ExitCode.FAILED, "destructive": ExitCode.FAILED,

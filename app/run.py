@@ -61,6 +61,11 @@ def print_ending(path: Path, unreached: list[Unreached], json_out: bool, resumes
             print(line, file=sys.stderr)
         also = f" (resumes {resumes})" if resumes else ""
         print(f"transcript: {path}{also}\nreport:     {report_file}", file=sys.stderr)
+        from app.sessions import summary  # lazy: only at the end
+
+        resume = (summary(path) or {}).get("resume")
+        if resume:  # stopped part-way (Ctrl-C, a signal): the command that goes on, as `agent fleet` prints it
+            print(f"go on:      {resume}", file=sys.stderr)
 
 
 @contextlib.contextmanager

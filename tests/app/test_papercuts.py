@@ -159,6 +159,15 @@ def test_classify_help_has_its_own_examples_and_its_exit_codes():
         assert re.search(rf"^  {code} +{word}", out, re.M), code
 
 
+def test_chat_help_gives_a_chats_own_exit_codes_and_the_top_help_names_the_settings_without_a_source_path():
+    """chat --help listed run's codes ("goal met"), which a chat never has; --config said "see app/config.py"."""
+    out = agent("chat", "--help").stdout
+    assert "goal met" not in out and re.search(r"^  0 +the operator left", out, re.M)
+    assert re.search(r"^  130 +interrupted \(Ctrl-C\) before the session started", out, re.M)
+    top = " ".join(agent("--help").stdout.split())
+    assert "app/config.py" not in top and "[price] table" in top
+
+
 # --------------------------------------------------------------------------- goal files
 
 

@@ -200,6 +200,7 @@ def test_a_sigterm_gives_the_same_exit_code_in_the_verdict_as_the_process(tmp_pa
     result = only(events(transcript), "goal_result")
     assert result["exit_code"] == 143 and result["reason"].startswith("stopped by SIGTERM")
     assert "(exit code 143: stopped by SIGTERM)" in out
+    assert f"go on:      agent resume {transcript}" in err  # the command that goes on, as agent fleet prints it
 
 
 def test_a_device_a_fifo_or_a_directory_given_as_a_goal_file_is_refused_at_once(tmp_path):
