@@ -222,7 +222,9 @@ class TerminalView:
             return []
         if calls:  # thinking aloud before acting: quieter than the answer
             return [Text(text, style="italic", overflow="fold")]
-        return [Text(""), Markdown(text), Text("")]
+        # hyperlinks=False: a link's target is written beside its text, never hidden in an OSC 8 sequence
+        # (the model could show "developer.download.nvidia.com" and link elsewhere).
+        return [Text(""), Markdown(text, hyperlinks=False), Text("")]
 
     def _decision_panel(self, ev: dict) -> Panel:
         with self._state:

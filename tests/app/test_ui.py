@@ -317,6 +317,16 @@ HOSTILE = ("pip said: \x1b[2K\x1b[1A\x1b[32mGOAL MET - exit code 0\x1b[0m\x1b]0;
            "\x1b[2J\x1b[H")
 
 
+def test_a_link_in_the_models_answer_shows_where_it_leads():
+    """Markdown links became OSC 8 hyperlinks: the text said one address and the click went to another."""
+    console = narrow_console(100)
+    feed(TerminalView(console), [{"type": "model_response", "turn": 1, "tool_calls": [],
+                                  "text": "Get it from [developer.download.nvidia.com](http://evil.example/cuda.run)."}])
+    raw = console.file.getvalue()
+    assert "\x1b]8;" not in raw
+    assert "developer.download.nvidia.com (http://evil.example/cuda.run)" in "\n".join(terminal_screen(raw, 100, 40))
+
+
 def test_no_control_sequence_from_a_model_or_a_host_reaches_a_screen(recorded):
     """A model's text and a command's output can hold escape sequences: erase a line, move up, print a green
     verdict, set the window's title. On the terminal and in plain lines they are shown written out (`^[`),
