@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from agent.report.data import Step
-from agent.report.document import metric_text, num
+from agent.report.document import inert, metric_text, num
 
 # Colours of the benchmark labels, in order of first appearance (a colour-blind safe palette).
 # Used by the chart only, so a screenshot's pixels of these colours are the chart's bars.
@@ -22,7 +22,7 @@ CHART_COLOURS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948
 
 def esc(s: Any) -> str:
     """Text from the transcript, inert in SVG and HTML (attribute values included)."""
-    return html.escape("" if s is None else str(s), quote=True)
+    return html.escape(inert("" if s is None else str(s)), quote=True)  # a browser too reads bidi overrides
 
 
 def group_caption(group: list[Step]) -> str:

@@ -25,7 +25,14 @@ from agent.report.rollback import package_rollback, toolkit_rollback
 
 
 # Control characters but the newline and the tab: in text a person sees, shown as `cat -v` shows them.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# With them the characters that change how text reads without being seen: bidi embeddings, overrides and
+# isolates (a command shown for approval could read backwards from what runs), zero-width spaces and joiners'
+# kin, the byte-order mark, the line and paragraph separators some terminals break lines at, and the tag
+# characters (invisible letters that carry hidden instructions).
+# And a lone surrogate (a byte that was not UTF-8, kept by surrogateescape, or a model's "\\udc9b"): no
+# terminal or file can take it as it is.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2060-\u2064"
+                       "\u2066-\u2069\ud800-\udfff\ufeff\U000e0000-\U000e007f]")
 
 
 def inert(text: str) -> str:
@@ -38,6 +45,8 @@ def inert(text: str) -> str:
 
 def _caret(m: "re.Match[str]") -> str:
     code = ord(m.group())
+    if code > 0xFF:
+        return f"<U+{code:04X}>"
     return "^?" if code == 0x7F else f"^{chr(code + 64)}" if code < 0x20 else f"M-^{chr(code - 0x80 + 64)}"
 
 

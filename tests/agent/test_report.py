@@ -482,3 +482,10 @@ def test_the_markdown_report_runs_no_control_sequence_of_a_host_or_a_model(tmp_p
     text = write_report(path, build_report(path)).read_text()
     assert "\x1b" not in text and "\x07" not in text, repr(text[:400])
     assert "^[[32mGOAL MET" in text
+
+
+def test_the_html_report_shows_hidden_characters_written_out():
+    """A browser reads a right-to-left override as a terminal does: the page shows it written out."""
+    from agent.report.chart import esc
+
+    assert esc("echo safe \u202e/ fr- mr\u202c <b>\x1b[2J") == "echo safe &lt;U+202E&gt;/ fr- mr&lt;U+202C&gt; &lt;b&gt;^[[2J"

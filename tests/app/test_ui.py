@@ -327,6 +327,21 @@ def test_a_link_in_the_models_answer_shows_where_it_leads():
     assert "developer.download.nvidia.com (http://evil.example/cuda.run)" in "\n".join(terminal_screen(raw, 100, 40))
 
 
+def test_text_that_reads_otherwise_than_it_is_shows_its_hidden_characters(recorded):
+    """A right-to-left override makes `rm -rf /; echo ok` read as something else; a zero-width space makes two
+    different words look the same. Written out, on the terminal and in plain lines."""
+    trojan = "echo safe \u202e/ fr- mr\u202c; pip install tor\u200bch"
+    hostile = [{"type": "model_response", "turn": 9, "text": trojan, "tool_calls": []}]
+    console = narrow_console(100)
+    feed(TerminalView(console), recorded + hostile)
+    raw = console.file.getvalue()
+    assert "\u202e" not in raw and "\u200b" not in raw
+    assert "echo safe <U+202E>/ fr- mr<U+202C>; pip install tor<U+200B>ch" in "\n".join(terminal_screen(raw, 100, 400))
+    printer = PlainPrinter(out=io.StringIO(), full_text=True)
+    feed(printer, hostile)
+    assert "<U+202E>/ fr- mr<U+202C>" in printer.out.getvalue()
+
+
 def test_no_control_sequence_from_a_model_or_a_host_reaches_a_screen(recorded):
     """A model's text and a command's output can hold escape sequences: erase a line, move up, print a green
     verdict, set the window's title. On the terminal and in plain lines they are shown written out (`^[`),
