@@ -132,8 +132,9 @@ def test_a_disk_that_fills_up_under_a_tool_result_stops_the_session_and_keeps_a_
     printed = tmp_path / "printed.txt"
     printed.write_text("x" * 11_999 + "\n")  # under the model's limit: no artifact, only the result's line
     r, asked, disk, copy = run_on_small_disk(tmp_path, printed, room_for_the_start(tmp_path, printed))
+    seq = [t for t, _ in line_sizes(tmp_path / "measured.jsonl")].index("tool_result")  # as the schemas have it
     assert r.returncode == 6, r.stderr
-    assert_one_line(r.stderr, f"agent: could not write the transcript {disk / 't.jsonl'} (event 7, tool_result)",
+    assert_one_line(r.stderr, f"agent: could not write the transcript {disk / 't.jsonl'} (event {seq}, tool_result)",
                     "No space left on device (ENOSPC)", f"free space on {disk} or choose another path with --transcript")
     assert asked == 1  # the model was never asked for a next step
     report = verify(copy / "t.jsonl")

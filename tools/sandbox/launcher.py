@@ -498,8 +498,8 @@ def landlock_identity(scratch):
     or, failing that, root with no capability. Anyone else has none to lose. True: it is the reader now."""
     if os.geteuid() != 0:
         return False
-    os.chown(scratch, SANDBOX_UID, SANDBOX_UID)
     try:
+        os.chown(scratch, SANDBOX_UID, SANDBOX_UID)
         drop_to_reader()
         return True
     except (SetupError, OSError):
@@ -733,13 +733,23 @@ def child_start(policy, mechanism, argv, prepared, scratch, out_w, err_w, channe
             if ports:
                 families += [AF_INET, AF_INET6]
                 start_relay(policy.get("listening", ports), channel, out_w, err_w)
-            families.append(AF_UNIX)  # a daemon sees the sandbox's own uid, to which it grants nothing
-            drop_to_reader()
-            bound_the_reader()
+            try:
+                drop_to_reader()
+                reader = True
+            except (SetupError, OSError):
+                # Root of a user namespace that maps no uid but its own (a rootless container, `unshare -r`):
+                # the reader uid does not exist there. It keeps its uid and loses every capability, as in the
+                # Landlock mode; the mounts stay read-only all the same, and seccomp keeps it from its own
+                # uid's other processes.
+                drop_every_capability()
+                reader = False
+            if reader:
+                families.append(AF_UNIX)  # a daemon sees the sandbox's own uid, to which it grants nothing
+                bound_the_reader()
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # a change of credentials cleared it
             landlock_scope()
             set_scratch("/dev/shm")
-            install_seccomp(families, same_uid=False)
+            install_seccomp(families, same_uid=not reader)
         else:
             abi = landlock_abi()
             root = os.geteuid() == 0
@@ -857,7 +867,10 @@ def run(policy, argv, prepared=False):
         # The command may reopen its output by path (`> /dev/stderr`, `tee /dev/stdout`: /proc/self/fd/N),
         # which the kernel allows the pipe's owner only: the reader uid, not the root who made it.
         for fd in (out_w, err_w):
-            os.fchown(fd, SANDBOX_UID, SANDBOX_UID)
+            try:
+                os.fchown(fd, SANDBOX_UID, SANDBOX_UID)
+            except OSError:  # EINVAL: a user namespace that maps no reader uid; the command keeps root's uid
+                pass
     pid = os.fork()
     if pid == 0:
         os.close(out_r)
