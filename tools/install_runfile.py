@@ -54,15 +54,19 @@ class InstallRunfile(Tool):
 
     By default toolkit only (never the driver) into its own directory (/usr/local/cuda-X.Y), leaving the
     `cuda` symlink where it is. Before writing anything it checks: the runfile name matches `version`,
-    the installed driver supports that CUDA (13.x needs driver >= 580, 12.x >= 525), the target does not
-    exist, a gcc on PATH (the installer refuses to run without one unless `override: true`), free space
-    in the temp dir and the target, and root or a password-less `sudo -n`. Then it downloads on the host
-    (resumable; skipped if the file is already there with the right checksum), verifies the checksum
-    NVIDIA publishes (md5) or a sha256, runs the installer silently with --toolkit --toolkitpath, reads
-    the installer log of this run, checks the new nvcc, and reports the symlink before and after. If the
-    installer fails, the error gives its message and log, the checksum, the symlink before and after,
-    whether the target directory exists, and where the runfile is (one it downloaded into a temporary
-    directory is removed). `toolkit_only: false` or `move_symlink: true` make it destructive.
+    the installed driver supports that CUDA (13.x needs driver >= 580, 12.x >= 525), tmpdir, download_dir
+    and the target are where their text says as the host resolves them (a symbolic link or `..` on the
+    way is refused, naming where it leads), the target does not exist, a gcc on PATH (the installer
+    refuses to run without one unless `override: true`), free space in the temp dir and the target, and
+    root or a password-less `sudo -n`. Then it fetches the runfile into download_dir on the host (made if
+    missing; resumable over https, copied from a file:// mirror; skipped if the file is already there with
+    the right checksum), verifies the checksum NVIDIA publishes (md5) or a sha256, runs the installer
+    silently with --toolkit --toolkitpath, reads the installer log of this run, checks the new nvcc, and
+    reports the symlink before and after. A runfile it fetched into a temporary directory is removed
+    once the toolkit is verified, or when the installer fails; the directory stays. If the installer
+    fails, the error gives its message and log, the checksum, the symlink before and after, whether the
+    target directory exists, and where the runfile is. `toolkit_only: false` or `move_symlink: true`
+    make it destructive.
     """
 
     name = "install_runfile"

@@ -87,7 +87,8 @@ class Authorization(BaseModel):
         pinned, free = _arguments(self.tool)
         unnamed = [a for a in pinned if a not in self.args]
         return (f"on {where}: {self.tool}" + (f" with {named}" if named else "")
-                + (f"; {', '.join(unnamed)} at their defaults (null, or the default value)" if unnamed else "")
+                + (f"; {', '.join(unnamed)} at {'its default' if len(unnamed) == 1 else 'their defaults'} "
+                   "(null, or the default value)" if unnamed else "")
                 + (f"; {', '.join(free)} yours to give" if free else "")
                 + ("; destructive steps too" if self.destructive else "") + irreversible)
 

@@ -138,6 +138,15 @@ def test_the_first_message_of_a_run_lists_the_rules(tmp_path):
     assert "yours to give" not in text  # pip_install has no argument a rule leaves free (no checksum, no label)
 
 
+def test_a_rule_that_leaves_one_argument_at_its_default_says_so_in_the_singular():
+    from agent.safety.authorizations import Authorization
+
+    rule = Authorization(host="sim", tool="install_runfile", args={
+        "version": "13.0", "runfile": "file:///srv/x.run", "tmpdir": "/tmp/*", "download_dir": "/tmp/*",
+        "toolkit_only": True, "move_symlink": False, "override": False})
+    assert "; toolkit_path at its default (null, or the default value)" in rule.describe()
+
+
 def test_a_goal_with_a_command_prefix_is_told_what_to_write_instead(tmp_path):
     goal = tmp_path / "g.yaml"
     goal.write_text("goal: x\nhosts: [sim]\nauthorizations:\n  - {host: sim, command_prefix: \"pip install\"}\n")
