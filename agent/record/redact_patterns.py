@@ -137,7 +137,7 @@ _NOT_A_SECRET = re.compile(
     r"|[A-Za-z]{0,4}_?\*{3,}"
     r"|~?/(?:root|home|etc|var|usr|opt|tmp|data|mnt|srv|run|proc|sys|models|workspace|scratch|lib|snap|media)"
     r"(?:/[\w.@%+-]+)*/?"
-    r"|(?:[0-9A-Fa-f]{2}:){7,}[0-9A-Fa-f]{2}"
+    r"|(?:[0-9A-Fa-f]{2}:){7,}[0-9A-Fa-f]{2}|(?:MD5:)?(?:[0-9a-f]{2}:){15}[0-9a-f]{2}|SHA256:[A-Za-z0-9+/]{43}=?"
     r"|[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z0-9_.]*[(\[].*)[`'\".,;:)\]]*",
     re.S)
 _PUBLIC_BEFORE = re.compile(r"(?i)(?:public|pub|sig)[ _-]?\Z")

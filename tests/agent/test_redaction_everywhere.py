@@ -572,6 +572,10 @@ NEW_FORMS_LOOK_ALIKES = [
     "the comment rsa-key-20250101 of a PuTTY key",
     "awk '{print $1$2}' results.txt",
     "keyring==25.0.0\nsecretstorage==3.3.3",
+    # A host key's fingerprint is published to be compared, under a name that says key (the advice for an
+    # unknown host key names it three times; hidden there, the operator could not act on it)
+    'trust_host_key: "SHA256:2AzCH3Yp+w+L+cbu9ZgAZH8dRLSW38xP3s0hiSg+BBY"',
+    "host_key=MD5:5e:9a:4d:61:3c:0b:7e:12:aa:90:1f:c4:d2:88:6e:03",
 ]
 
 
@@ -580,6 +584,10 @@ def test_look_alikes_of_command_line_and_config_file_forms_pass_unchanged():
     for text in NEW_FORMS_LOOK_ALIKES:
         assert redactor.text(text) == text, text
         assert _streamed(redactor, text, random.Random(3), previews=False) == text, text
+    # and a fingerprint after a name that says key is not learned as a secret, to be hidden everywhere after
+    fingerprint = "SHA256:2AzCH3Yp+w+L+cbu9ZgAZH8dRLSW38xP3s0hiSg+BBY"
+    assert redactor.value({"trust_host_key": fingerprint}) == {"trust_host_key": fingerprint}
+    assert redactor.text(f"run again with --trust-host-key {fingerprint}").endswith(fingerprint)
 
 
 def test_a_token_a_terminal_wrapped_is_hidden_on_both_lines_and_the_line_after_a_whole_one_stays():
