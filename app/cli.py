@@ -602,8 +602,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "agent_sim={...} for a simulated host, agent_python, agent_path_prefix.\n\n"
                               "--ask: a held host (its driver, GPU, toolkits or torch differ from the canary's) "
                               "is offered to the model after the rollout, with the model flags below.\n\n"
-                              "exit codes: 0 every host attempted ended ok or changed (held hosts are reported); "
-                              "1 a host failed or the rollout stopped; 2 a bad recipe, inventory or flag; 130 Ctrl-C",
+                              "exit codes: 0 every host attempted ended changed or already at target (held hosts "
+                              "are reported), or --check reached every host; "
+                              "1 a host failed or could not be reached, or the rollout stopped; 2 a bad recipe, "
+                              "inventory or flag; 130 Ctrl-C",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("recipe", help="the recipe (`agent recipe` writes one)")
     p.add_argument("--inventory", "-i", required=True, help="an Ansible inventory, INI or YAML")
@@ -614,8 +616,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop when more than this share of the hosts attempted failed (default 0: the first)")
     p.add_argument("--dir", help="where the transcripts go (default: a new folder in the data dir)")
     p.add_argument("--resume", metavar="DIR", help="go on with the interrupted rollout in DIR (same recipe, inventory "
-                                                   "and --limit): hosts with an outcome keep it, one that was running "
-                                                   "is reported, not run again; the rest go on in batches")
+                                                   "and --limit): hosts with an outcome keep it; one a kill left "
+                                                   "mid-change is first restored from the backup its record verified; "
+                                                   "the rest go on in batches")
+    p.add_argument("--check", action="store_true",
+                   help="change nothing: inspect every host and say what a rollout would do with it (would change, "
+                        "already at target, held and why, unreachable)")
+    p.add_argument("--sims", metavar="DIR", help="where the simulated hosts live (default: DIR/sims of --dir); give "
+                                                 "an earlier rollout's to roll over the same machines again")
     p.add_argument("--json", action="store_true", help="one JSON object per line: batches, hosts, the recap")
     p.add_argument("--trust-host-key", action="append", default=[], metavar="FINGERPRINT",
                    help="trust an unknown SSH host key with this SHA256:... fingerprint (check it with the host's "

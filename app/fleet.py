@@ -96,12 +96,15 @@ def run_fleet(args) -> int:
     from agent.fleet.ansible import check_steps  # lazy: per command
     from agent.fleet.inventory import InventoryError, load_inventory  # lazy: per command
     from agent.fleet.recipe import load_recipe  # lazy: per command
-    from agent.fleet.rollout import COUNTS_AS_FAILED, HELD, INTERRUPTED, resumable, roll_out  # lazy: per command
+    from agent.fleet.rollout import COUNTS_AS_FAILED, HELD, INTERRUPTED, WOULD_CHANGE, resumable, roll_out  # lazy
 
     if args.canary < 0 or args.batch < 1 or not 0 <= args.max_fail <= 100:
         raise SessionConfigError("--canary is 0 or more, --batch 1 or more, --max-fail a percentage from 0 to 100")
     if args.ask and args.json:
         raise SessionConfigError("--ask asks you at this terminal, --json is for scripts that nobody answers: use one")
+    if args.check and (args.ask or args.resume):
+        raise SessionConfigError("--check changes nothing, so there is nothing to --resume or to --ask about: "
+                                 "leave those out")
     try:
         recipe = load_recipe(Path(args.recipe))
         inventory = load_inventory(Path(args.inventory))
@@ -113,18 +116,22 @@ def run_fleet(args) -> int:
     from app.run import trust_keys_of  # lazy: per command
 
     trust_keys_of(entries, args.trust_host_key)
-    earlier, link = None, None
+    earlier, link, recover = None, None, {}
     canary, batch, max_fail = min(args.canary, len(entries)), args.batch, args.max_fail
     if args.resume:
         if args.dir:
             raise SessionConfigError("--resume DIR goes on in DIR: leave --dir out")
         out_dir = Path(args.resume)
         try:
-            earlier, link, plan = resumable(out_dir, Path(args.recipe), names)
+            earlier, link, plan, recover = resumable(out_dir, Path(args.recipe), names)
         except RecipeError as e:
             raise SessionConfigError(str(e)) from None
         canary, batch, max_fail = plan.get("canary", canary), plan.get("batch", batch), plan.get("max_fail_percent",
                                                                                                   max_fail)
+        if args.sims and plan.get("sims") and Path(args.sims).absolute() != Path(plan["sims"]):
+            raise SessionConfigError(f"the rollout in {out_dir} ran on the simulated hosts in {plan['sims']}: leave "
+                                     "--sims out to go on with them")
+        args.sims = plan.get("sims") or args.sims
     else:
         out_dir = Path(args.dir) if args.dir else _default_dir()
         if any(out_dir.glob("fleet*.jsonl")):
@@ -135,7 +142,8 @@ def run_fleet(args) -> int:
     show = _Progress(args.json)
     show.intro(len(entries), canary, batch, max_fail, out_dir, carried=len(earlier or []))
     result = roll_out(recipe, Path(args.recipe), entries, canary=canary, batch=batch, max_fail_percent=max_fail,
-                      out_dir=out_dir, on_event=show.event, earlier=earlier, resumes=link, hand_over=hand_over)
+                      out_dir=out_dir, on_event=show.event, earlier=earlier, resumes=link, hand_over=hand_over,
+                      recover=recover, check=args.check, sim_dir=Path(args.sims) if args.sims else None)
     show.recap(result, time.monotonic() - began)
     if result.stopped == "interrupted":
         if not args.json:
@@ -144,6 +152,12 @@ def run_fleet(args) -> int:
         return ExitCode.INTERRUPTED  # the command line turns it into a signal's own code where one came
     if result.stopped or any(o.status in (*COUNTS_AS_FAILED, INTERRUPTED) for o in result.outcomes):
         return ExitCode.FAILED
+    if args.check:
+        if not args.json:
+            would = sum(o.status == WOULD_CHANGE for o in result.outcomes)
+            print(f"agent: --check: nothing was changed; {would} host{'s' * (would != 1)} would change",
+                  file=sys.stderr)
+        return ExitCode.FAILED if any(o.status in COUNTS_AS_FAILED for o in result.outcomes) else ExitCode.OK
     if result.outcomes and all(o.status == HELD for o in result.outcomes):
         if not args.json:
             print("agent: every host was held: the recipe's preconditions match none of them, nothing was changed",
@@ -229,7 +243,8 @@ class _Progress:
             return
         self._say(f"\nRECAP {'*' * 60}")
         for o in result.outcomes:
-            marks = [f"{k}={int(o.status == k)}" for k in ("ok", "changed", "failed", "held")]
+            marks = [f"{k}={int(o.status == k or (k, o.status) == ('ok', 'already at target'))}"
+                     for k in ("ok", "changed", "failed", "held")]
             extra = (" rolled_back=1" if o.rolled_back else "") + (" handed_over=1" if o.handed_over else "")
             self._say(f"{o.host:<16}: {'  '.join(marks)}  [{o.status}]{extra}")
         said = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))

@@ -148,6 +148,9 @@ class Recipe(BaseModel):
     goal: str
     learned_from: LearnedFrom | None = None
     preconditions: Preconditions = Field(default_factory=Preconditions)
+    # What the canary showed at its end, read from the host (not inferred from the steps): a host whose facts are
+    # these and whose checks pass is already at the target, and nothing is changed on it.
+    target: Preconditions | None = None
     backup: dict[str, Any] = Field(default_factory=dict)  # pip_freeze_backup's arguments without `host`
     steps: list[Step] = Field(min_length=1)
     restore: dict[str, Any] = Field(default_factory=dict)  # restore_backup's arguments besides host and backup_id
@@ -273,11 +276,14 @@ def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
             else:
                 checks.append(SuccessCheck.model_validate({e["kind"]: spec}))
     first = results[before[0]]["data"]
+    ended = [e for e in (judged[-1] if judged else []) if e["type"] == "final_state" and e.get("host") == host
+             and isinstance(e.get("inspect"), dict)]
     return Recipe(
         goal=start.get("goal") or "",
         learned_from=LearnedFrom(transcript=str(path.absolute()), host=host, last_hash=_last_hash(path),
                                  verdict=result["verdict"]),
         preconditions=Preconditions(**facts_of(first)),
+        target=Preconditions(**facts_of(ended[-1]["inspect"])) if ended else None,
         backup=backup_args, steps=steps, restore=restore, authorizations=used_rules, checks=checks,
         benchmark=_benchmark(calls, results, ran, min_ratio), drain=drain,
     )
@@ -383,7 +389,8 @@ def dump_recipe(recipe: Recipe) -> str:
             "# Written by hand.",
             "# Each host: preflight (its facts must match `preconditions`), a verified backup, the benchmark",
             "# before, the steps (the gate allows each only by `authorizations`), the checks, the benchmark after",
-            "# and its gate; a host whose step, check or gate fails is restored from its backup."]
+            "# and its gate; a host whose step, check or gate fails is restored from its backup. A host whose facts",
+            "# are `target` (what the canary showed at its end) and whose checks pass is already at the target."]
     return "\n".join(head) + "\n" + out.getvalue()
 
 

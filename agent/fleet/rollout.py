@@ -44,6 +44,10 @@ OK, CHANGED, FAILED, HELD, UNREACHABLE, INTERRUPTED, NOT_RUN = (
     "ok", "changed", "failed", "held", "unreachable", "interrupted", "not run")
 # Interrupted after a step had changed it, then put back from its backup: as it was, to be rolled over again.
 RESTORED = "restored after interrupt"
+# Its facts are what the canary ended with and its checks pass: nothing to do, nothing done (Ansible's `ok`).
+ALREADY = "already at target"
+# `agent fleet --check`: its facts match the preconditions, so a rollout would change it (nothing was).
+WOULD_CHANGE = "would change"
 COUNTS_AS_FAILED = (FAILED, UNREACHABLE)
 ROLLBACK_REQUEST = "Roll this host back to its backup: {why}"
 UNDRAIN_REQUEST = "Put this node back into its scheduler."
@@ -67,11 +71,13 @@ class RecipeModel:
 
     writes_summaries = False
 
-    def __init__(self, recipe: Recipe, host: str, stop: threading.Event):
+    def __init__(self, recipe: Recipe, host: str, stop: threading.Event, check: bool = False):
         self.name = "recipe"
         self.recipe, self.host, self.stop = recipe, host, stop
+        self.check = check  # `agent fleet --check`: the inspection and the checks only, never a change
         self.results: dict[str, CallSeen] = {}  # call id -> what the record says it did
         self.held: list[str] = []
+        self.at_target = False  # its facts are the recipe's target (its checks decide, at the end)
         self.failed: str | None = None  # why the host failed before its checks, if it did
         self.backup_id: str | None = None
         self.bench: dict[str, dict] = {}  # label -> run_bench data
@@ -136,9 +142,17 @@ class RecipeModel:
     def _plan_steps(self):
         h, recipe = self.host, self.recipe
         seen = yield from self._must("inspect_host", {"host": h}, "the inspection")
-        self.held = recipe.preconditions.mismatches(seen.data if isinstance(seen.data, dict) else {})
+        facts = seen.data if isinstance(seen.data, dict) else {}
+        self.held = recipe.preconditions.mismatches(facts)
+        if self.held and recipe.target is not None and not recipe.target.mismatches(facts):
+            self.held, self.at_target = [], True
+            yield ("final", "already at target: its facts are what the canary ended with")
+            return
         if self.held:
             yield ("final", "held: " + "; ".join(self.held))
+            return
+        if self.check:
+            yield ("final", f"would change: its facts match the preconditions; {len(recipe.steps)} step(s) would run")
             return
         if self._stopped():
             yield ("final", "stopped before the backup: the rollout was interrupted")
@@ -205,6 +219,7 @@ class HostOutcome:
     duration_s: float = 0.0
     bench: dict = field(default_factory=dict)  # label -> {median, values}
     handed_over: bool | None = None  # held, then handed to the model (`agent fleet --ask`)
+    restored_first: str | None = None  # the transcript of its restore after a killed rollout, before this one
 
     def as_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -225,9 +240,10 @@ def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, sto
 
     began = time.monotonic()
     goal = host_goal(recipe, entry)
-    model = RecipeModel(recipe, entry.name, stop)
+    model = RecipeModel(recipe, entry.name, stop, check=bool(start_info.get("check")))
     built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,
-                          baselines=goal.baselines(), budget=goal.budget, transcript=transcript, listeners=[model.listen], sim_dir=sim_dir,
+                          baselines=goal.baselines(), budget=goal.budget, transcript=transcript,
+                          listeners=[model.listen], sim_dir=sim_dir,
                           start_info={"goal": goal.goal, "command": "fleet", **start_info})
     session = built.session
     gate: dict | None = None
@@ -242,6 +258,11 @@ def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, sto
             outcome = session.send(goal_message(goal))
             session.ending = outcome
             status, reason = _judge_apply(model, outcome)
+            if status == ALREADY:
+                checks_ok = read_end(session, goal, outcome)  # the recipe's checks prove it, read-only
+                if checks_ok is False:
+                    status, reason = HELD, ("held: its facts are the target's, but a check failed (see the "
+                                            "transcript): not what the canary ended as")
             if status == CHANGED:
                 checks_ok = read_end(session, goal, outcome)
                 gate = gate_of(recipe, model.bench)
@@ -267,8 +288,9 @@ def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, sto
                 # What a failed, rolled back or stopped host shows at the very end (a changed one was read for
                 # its checks, and nothing ran after).
                 read_end(session, goal, outcome, run_checks=False)
-        session.emit("goal_result", met=status in (OK, CHANGED), verdict="met" if status in (OK, CHANGED) else
-                     "not met", exit_code=0 if status in (OK, CHANGED, HELD) else 1, reason=reason,
+        session.emit("goal_result", met=status in (OK, CHANGED, ALREADY),
+                     verdict="met" if status in (OK, CHANGED, ALREADY) else "not met",
+                     exit_code=0 if status in (OK, CHANGED, HELD, ALREADY, WOULD_CHANGE) else 1, reason=reason,
                      checks_ok=checks_ok, fleet_status=status, gate=gate, rolled_back=model.rolled_back)
         if unreached:
             session.ending = Outcome("preflight", reason)
@@ -298,6 +320,11 @@ def _undrain(session, model: RecipeModel, status: str) -> str:
 def _judge_apply(model: RecipeModel, outcome) -> tuple[str, str]:
     if model.held:
         return HELD, "held: " + "; ".join(model.held)
+    if model.at_target:
+        return ALREADY, "already at target: its facts are what the canary ended with, and its checks pass"
+    if model.check and not model.failed:
+        return WOULD_CHANGE, (f"would change: its facts match the preconditions; {len(model.recipe.steps)} "
+                              f"step{'s' * (len(model.recipe.steps) != 1)} would run (--check: nothing was changed)")
     if model.interrupted:
         return INTERRUPTED, "the rollout was interrupted" + (f" after {model.changed} step(s)" if model.changed else "")
     if model.failed:
@@ -361,7 +388,7 @@ def plan_batches(hosts: list[str], canary: int, batch: int) -> list[list[str]]:
 
 def over_threshold(outcomes: list[HostOutcome], max_fail_percent: float) -> str | None:
     """Why the rollout stops here, or None: failed (and unreachable) hosts over the share of hosts attempted."""
-    attempted = [o for o in outcomes if o.status not in (HELD, NOT_RUN)]
+    attempted = [o for o in outcomes if o.status not in (HELD, NOT_RUN, ALREADY)]
     failed = [o for o in attempted if o.status in COUNTS_AS_FAILED]
     if not attempted or not failed:
         return None
@@ -376,13 +403,15 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
              max_fail_percent: float, out_dir: Path, sim_dir: Path | None = None,
              on_event: Callable[[str, dict], None] = lambda kind, data: None,
              earlier: list[HostOutcome] | None = None, resumes: dict | None = None,
-             hand_over: HandOver | None = None) -> FleetResult:
+             hand_over: HandOver | None = None, recover: dict[str, Path] | None = None,
+             check: bool = False) -> FleetResult:
     """Roll the recipe out; the fleet transcript is `out_dir/fleet.jsonl` (`fleet-N.jsonl` for the Nth part of a
     resumed rollout), each host's `out_dir/<host>.jsonl`. `earlier`: the outcomes a stopped part left, carried
-    over and not run again; `resumes`: the link to that part (its path, last line's hash and seq).
+    over and not run again; `resumes`: the link to that part (its path, last line's hash and seq); `recover`: the
+    hosts a killed part left mid-way, each with its record, restored from that record's backup before their turn.
     `hand_over`: once every batch ran (the rollout not stopped), each held host is given to it (`--ask`), with
     the path of its session's transcript, `out_dir/ask/<host>.jsonl`; what it returns replaces the host's outcome,
-    None leaves the host held."""
+    None leaves the host held. `check`: every host inspected and judged, in batches, none changed."""
     from agent.record.transcript import Redactor, TranscriptWriter  # lazy: the record's writer, with the rollout
     from agent.session_builder import versions  # lazy: the versions read the SDK's
 
@@ -396,11 +425,12 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
     done_before = {o.host for o in carried}
     proven = any(o.status == CHANGED for o in carried)  # a canary, or a later host, changed and passed
     first_batch = 1 + max((o.batch for o in carried), default=-1)
-    batches = plan_batches([n for n in by_name if n not in done_before], 0 if proven else canary, batch)
+    batches = plan_batches([n for n in by_name if n not in done_before], 0 if proven or check else canary, batch)
     writer.write("session_start", command="fleet", versions=versions(), recipe=str(recipe_path.absolute()),
                  recipe_sha256=hashlib.sha256(recipe_path.read_bytes()).hexdigest(), hosts=list(by_name),
                  plan={"canary": canary, "batch": batch, "max_fail_percent": max_fail_percent, "batches": batches,
-                       "first_batch": first_batch},
+                       "first_batch": first_batch, "sims": str(sim_dir.absolute()),
+                       **({"check": True} if check else {})},
                  goal=recipe.goal, **({"resumes": resumes} if resumes else {}))
     for o in carried:
         writer.write("fleet_host", **o.as_dict(), carried=True)
@@ -408,27 +438,30 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
     outcomes: list[HostOutcome] = list(carried)
     stopped: str | None = None
     status, reason = "done", ""
-    info = {"fleet": str(fleet_path.absolute()), "recipe": str(recipe_path.absolute())}
+    info = {"fleet": str(fleet_path.absolute()), "recipe": str(recipe_path.absolute()),
+            **({"check": True} if check else {})}
     remaining = [n for n in by_name if n not in done_before]
     try:
         b = first_batch
         while remaining:
             # Until a canary has changed and passed, the next hosts are canaries: one that was held (or already
             # at the target) proves nothing about the change, and hands the role on.
-            is_canary = canary > 0 and not proven
+            is_canary = canary > 0 and not proven and not check
             names, remaining = (remaining[:canary], remaining[canary:]) if is_canary else \
                 (remaining[:batch], remaining[batch:])
             writer.write("fleet_batch", batch=b, canary=is_canary, hosts=names)
             on_event("batch", {"batch": b, "canary": is_canary, "hosts": names})
             done, interrupted = _run_batch(recipe, [by_name[n] for n in names], b, out_dir, stop, sim_dir, info,
-                                           on_event)
+                                           on_event, recover or {})
             for o in done:
                 writer.write("fleet_host", **o.as_dict())
             outcomes += done
             b += 1
             if interrupted:
                 raise KeyboardInterrupt
-            if is_canary and any(o.status in COUNTS_AS_FAILED for o in done):
+            if check:  # nothing changes: every host is looked at, whatever the others showed
+                stopped = None
+            elif is_canary and any(o.status in COUNTS_AS_FAILED for o in done):
                 stopped = "the canary failed: the recipe does not hold on this fleet"
             else:
                 stopped = over_threshold(outcomes, max_fail_percent)
@@ -497,7 +530,8 @@ def _hand_over_held(outcomes: list[HostOutcome], by_name: dict[str, HostEntry], 
 
 
 def _run_batch(recipe: Recipe, entries: list[HostEntry], b: int, out_dir: Path, stop: threading.Event,
-               sim_dir: Path | None, start_info: dict, on_event) -> tuple[list[HostOutcome], bool]:
+               sim_dir: Path | None, start_info: dict, on_event,
+               recover: dict[str, Path]) -> tuple[list[HostOutcome], bool]:
     """The batch's hosts side by side; their outcomes in inventory order, and whether Ctrl-C (or a signal) came.
 
     On an interrupt no host starts another step, the steps running end and are recorded, and each host's
@@ -505,7 +539,7 @@ def _run_batch(recipe: Recipe, entries: list[HostEntry], b: int, out_dir: Path, 
     interrupted = False
     pool = cf.ThreadPoolExecutor(max_workers=len(entries), thread_name_prefix="fleet")
     futures = {pool.submit(_run_host_safely, recipe, e, b, new_host_record(out_dir, e.name), stop, sim_dir,
-                           start_info): e.name for e in entries}
+                           start_info, recover.get(e.name)): e.name for e in entries}
     pending = set(futures)
     while pending:
         try:
@@ -533,14 +567,16 @@ def new_host_record(out_dir: Path, name: str) -> Path:
     return out_dir / (f"{name}.jsonl" if not taken else f"{name}-{len(taken) + 1}.jsonl")
 
 
-def resumable(out_dir: Path, recipe_path: Path, names: list[str]) -> tuple[list[HostOutcome], dict, dict]:
-    """What a stopped rollout in `out_dir` leaves to carry over, the link to its last part, and its plan
-    (canary, batch, max_fail_percent: a resumed rollout keeps them).
+def resumable(out_dir: Path, recipe_path: Path, names: list[str]) -> tuple[list[HostOutcome], dict, dict,
+                                                                           dict[str, Path]]:
+    """What a stopped rollout in `out_dir` leaves to carry over, the link to its last part, its plan (canary,
+    batch, max_fail_percent: a resumed rollout keeps them), and the hosts to restore first, each with the record
+    its killed session left (agent/fleet/recover.py).
 
-    A host with an outcome keeps it, but one restored from its backup after the interrupt, which is as it
-    was and is rolled over again. A host that was running when the rollout stopped is not run again:
-    its own transcript says what it got to; without an outcome there it was killed mid-way, and is
-    reported as interrupted, to be looked at before it is rolled over again (`--limit` it in a new rollout).
+    A host with an outcome keeps it. One that is as it was (restored after the interrupt, or stopped before any
+    change to its stack) is rolled over again. One whose session was killed mid-way (its record has no outcome)
+    after a change began is restored from the backup that record holds, then rolled over again; one we drained
+    and never put back stays interrupted, for the operator to look at.
     Raises RecipeError (one line) when there is nothing to go on with, or the recipe or the hosts changed."""
     from agent.fleet.recipe import RecipeError  # lazy: recipes load with the command, not the module
     from agent.record.transcript import TranscriptError, read_part  # lazy: with a resume
@@ -571,36 +607,59 @@ def resumable(out_dir: Path, recipe_path: Path, names: list[str]) -> tuple[list[
         if ev["type"] == "fleet_host" and ev["status"] not in (NOT_RUN, INTERRUPTED, RESTORED):
             fields = {k: v for k, v in ev.items() if k in HostOutcome.__dataclass_fields__}
             carried[ev["host"]] = HostOutcome(**fields)
+    recover: dict[str, Path] = {}
     for name in names:
         records = host_records(out_dir, name)
-        path = records[-1] if records else None
-        if name not in carried and path is not None:
-            found = _outcome_from_host_record(name, path)
-            if found is not None:  # None: restored after the interrupt, as it was: rolled over again
-                carried[name] = found
+        if name in carried or not records:
+            continue
+        try:
+            found = _outcome_from_host_record(name, records[-1])
+        except TranscriptError as e:
+            raise RecipeError(f"cannot resume: {records[-1]}: {e}") from None
+        if isinstance(found, HostOutcome):
+            carried[name] = found
+        elif found == "restore":
+            recover[name] = records[-1]
     link = last.link()  # the form every resumed transcript keeps, which `agent show --verify` follows
-    return [carried[n] for n in names if n in carried], link, start.get("plan", {})
+    return [carried[n] for n in names if n in carried], link, start.get("plan", {}), recover
 
 
-def _outcome_from_host_record(name: str, path: Path) -> HostOutcome | None:
+def _outcome_from_host_record(name: str, path: Path) -> "HostOutcome | str | None":
+    """What a host's last record says it is: its outcome to carry over, "restore" (to restore first), or None (as
+    it was: rolled over again)."""
+    from agent.fleet.recover import killed_midway  # lazy: with a resume
     from agent.record.transcript import read_part  # lazy: with a resume
 
     events = read_part(path).events
     result = next((e for e in events if e["type"] == "goal_result" and e.get("fleet_status")), None)
-    if result is not None and result["fleet_status"] == RESTORED:
-        return None
-    if result is not None and result["fleet_status"] not in (INTERRUPTED,):
+    if result is not None and result["fleet_status"] not in (INTERRUPTED, RESTORED):
         return HostOutcome(host=name, status=result["fleet_status"], reason=result.get("reason", ""), batch=-1,
                            transcript=str(path), last_hash=last_line_hash(path), gate=result.get("gate"),
                            rolled_back=result.get("rolled_back"))
-    ran = [e["tool"] for e in events if e["type"] == "intent"]
-    return HostOutcome(host=name, status=INTERRUPTED, batch=-1, transcript=str(path), last_hash=last_line_hash(path),
-                       reason=f"was being changed when the rollout stopped (changes begun: "
-                              f"{', '.join(ran) or 'none'}): look at it (`agent show {path}`) before rolling over it again")
+    if result is not None and result["fleet_status"] == RESTORED:
+        return None
+    left = killed_midway(events)
+    if left == "drained":
+        return HostOutcome(host=name, status=INTERRUPTED, batch=-1, transcript=str(path),
+                           last_hash=last_line_hash(path),
+                           reason="LEFT DRAINED when the rollout stopped: look at it (`agent show "
+                                  f"{path}`), undrain it, then roll over it again (--limit)")
+    return left
 
 
-def _run_host_safely(recipe, entry, b, path, stop, sim_dir, start_info) -> HostOutcome:
+def _run_host_safely(recipe, entry, b, path, stop, sim_dir, start_info, killed: Path | None = None) -> HostOutcome:
     try:
+        if killed is not None:  # left mid-way by a killed rollout: put back first, then rolled over again
+            from agent.fleet.recover import restore_killed  # lazy: only on a resume after a kill
+
+            restored = restore_killed(recipe, entry, killed, path, b, stop, sim_dir, start_info)
+            if restored.status != RESTORED or stop.is_set():
+                return restored
+            path = new_host_record(path.parent, entry.name)
+            outcome = run_host(recipe, entry, b, path, stop, sim_dir, start_info)
+            outcome.reason = f"restored from its backup after the kill, then: {outcome.reason}"
+            outcome.restored_first = restored.transcript
+            return outcome
         return run_host(recipe, entry, b, path, stop, sim_dir, start_info)
     except Exception as e:  # noqa: BLE001 - one host's crash is that host's failure, not the fleet's
         return HostOutcome(host=entry.name, status=FAILED, reason=f"crashed: {type(e).__name__}: {e}", batch=b,

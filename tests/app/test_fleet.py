@@ -39,6 +39,9 @@ def test_the_recipe_holds_what_the_canary_ran_and_verified(recipe):
     assert r.benchmark.env_after == {"CUDA_HOME": "/usr/local/cuda-13.0"}
     assert r.checks[0].toolkit.path == "/usr/local/cuda-13.0"
     assert r.learned_from.verdict == "met"
+    # What the canary showed at its end, read there: the new toolkit beside the old, torch on cu130.
+    assert r.target.toolkits == ["12.8", "13.0"] and r.target.torch.endswith("+cu130"), r.target
+    assert r.target.driver == r.preconditions.driver
 
 
 def inventory(path: Path, hosts: dict[str, str]) -> Path:
@@ -260,9 +263,9 @@ def test_a_recipe_that_drains_puts_back_only_the_nodes_it_drained_and_only_healt
 
 
 def test_an_interrupted_rollout_records_how_far_each_host_got_and_resume_goes_on_with_the_rest(recipe, tmp_path):
-    """Ctrl-C while the second host runs: it stops before its next step, the later hosts never start, the
-    fleet's record is closed. --resume carries the finished host over, reports the interrupted one (it is
-    not run again blindly), rolls over the rest, and its record links to the first part's."""
+    """Ctrl-C while the second host takes its backup: it stops before its first step, the later hosts never
+    start, the fleet's record is closed. --resume carries the finished host over, rolls over the interrupted one
+    (nothing of its stack had changed) and the rest, and its record links to the first part's."""
     import signal
     import time
 
@@ -285,7 +288,7 @@ def test_an_interrupted_rollout_records_how_far_each_host_got_and_resume_goes_on
     assert first_end["type"] == "session_end" and first_end["status"] == "interrupted"
 
     r = agent("fleet", str(recipe), "-i", str(inv), "--resume", str(out), "--json", home=tmp_path)
-    assert r.returncode == 1, r.stderr[-2000:]  # gpu02 is to be looked at: not a clean success
+    assert r.returncode == 0, r.stderr[-2000:]
     part2 = out / "fleet-2.jsonl"
     assert verify(part2).ok, verify(part2).problems
     evs = events(part2)
@@ -295,8 +298,8 @@ def test_an_interrupted_rollout_records_how_far_each_host_got_and_resume_goes_on
     assert shown.returncode == 0, shown.stdout + shown.stderr
     final = {e["host"]: e for e in evs if e["type"] == "fleet_host"}
     assert final["gpu01"]["carried"] and final["gpu01"]["status"] == "changed"
-    assert final["gpu02"]["carried"] and final["gpu02"]["status"] == "interrupted"
-    assert final["gpu03"]["status"] == final["gpu04"]["status"] == "changed"
+    assert not final["gpu02"].get("carried") and final["gpu02"]["transcript"] == str(out / "gpu02-2.jsonl")
+    assert final["gpu02"]["status"] == final["gpu03"]["status"] == final["gpu04"]["status"] == "changed"
     assert len(events(second)) == len(second.read_text().splitlines())  # gpu02's record was not touched again
     again = agent("fleet", str(recipe), "-i", str(inv), "--resume", str(out), home=tmp_path)
     assert again.returncode == 2 and "nothing to resume" in again.stderr, again.stderr
@@ -356,6 +359,96 @@ def test_a_host_interrupted_after_a_step_is_restored_and_the_resumed_rollout_upg
     assert (sim / "usr" / "local" / "cuda-13.0" / "bin" / "nvcc").exists()
     shown = agent("show", str(out / "fleet-2.jsonl"), "--verify", home=tmp_path)
     assert shown.returncode == 0, shown.stdout + shown.stderr
+
+
+def test_a_rollout_killed_mid_change_is_resumed_by_restoring_the_host_from_its_recorded_backup(recipe, tmp_path):
+    """SIGKILL of the rollout and everything it started (as a crash of the machine running it would) while gpu01's
+    toolkit installs: its record has no end, the host is between two stacks. --resume trusts the backup that
+    record verified, reads it back on the host, restores it in a session of its own (the toolkit removed, the
+    link and torch as they were), then rolls the host over again; every record verifies and replays."""
+    import os
+    import signal
+
+    inv = inventory(tmp_path / "hosts.ini", {"gpu01": "", "gpu02": ""})
+    out = tmp_path / "rollout"
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "fleet", str(recipe), "-i", str(inv), "--dir", str(out)],
+                            cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    first = out / "gpu01.jsonl"
+    wait_for_intent(first, "install_runfile")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert events(first)[-1]["type"] != "session_end"  # killed: no end, no outcome
+    sim = out / "sims" / "gpu01"
+
+    r = agent("fleet", str(recipe), "-i", str(inv), "--resume", str(out), "--json", home=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    restore = out / "gpu01-2.jsonl"
+    assert verify(restore).ok, verify(restore).problems
+    evs = events(restore)
+    assert evs[0]["restores_after_kill"] == str(first)
+    resumed = [e for e in evs if e["type"] == "resumed"][0]
+    backup = [e for e in events(first) if e["type"] == "backup"][0]
+    assert [b["backup_id"] for b in resumed["backups"]] == [backup["backup_id"]]
+    assert changes(restore) == [("restore_backup", "ok")]
+    result = [e for e in evs if e["type"] == "goal_result"][0]
+    assert result["fleet_status"] == "restored after interrupt" and result["rolled_back"] is True
+    # What the host showed once restored, as read at the end of that session: the old toolkit only.
+    state = [e for e in evs if e["type"] == "final_state"][-1]
+    assert [t["version"] for t in state["inspect"]["toolkits"]] == ["12.8"], state["inspect"]["toolkits"]
+    assert state["inspect"]["python"]["torch"] == "2.10.0+cu128"
+    final = {e["host"]: e for e in events(out / "fleet-2.jsonl") if e["type"] == "fleet_host"}
+    assert final["gpu01"]["status"] == "changed" and final["gpu01"]["restored_first"] == str(restore)
+    assert final["gpu01"]["transcript"] == str(out / "gpu01-3.jsonl")
+    assert "restored from its backup after the kill" in final["gpu01"]["reason"]
+    assert final["gpu02"]["status"] == "changed"
+    assert (sim / "usr" / "local" / "cuda-13.0" / "bin" / "nvcc").exists()
+    assert list((sim / "opt" / "venv").glob("lib/python*/site-packages/torch-*+cu130.dist-info"))
+    for path in (restore, out / "gpu01-3.jsonl"):
+        assert verify(path).ok and agent("replay", str(path), home=tmp_path).returncode == 0, path
+    shown = agent("show", str(out / "fleet-2.jsonl"), "--verify", home=tmp_path)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+
+
+def test_check_changes_nothing_and_a_rerun_finds_upgraded_hosts_already_at_target(recipe, tmp_path):
+    """A first rollout upgrades gpu01. `--check` over the same simulated machines (--sims) and two more says what a
+    rollout would do (gpu01 already at target, gpu02 would change, gpu03 held) and changes nothing. A rollout then
+    finds gpu01 already at target (so gpu02 is the canary) and upgrades gpu02; rerun once more, it changes
+    nothing at all and exits 0."""
+    sims = tmp_path / "a" / "sims"
+    first = agent("fleet", str(recipe), "-i", str(inventory(tmp_path / "one.ini", {"gpu01": ""})),
+                  "--dir", str(tmp_path / "a"), home=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    inv = inventory(tmp_path / "three.ini", {"gpu01": "", "gpu02": "", "gpu03": "{driver: 580.95.05}"})
+
+    check = agent("fleet", str(recipe), "-i", str(inv), "--check", "--dir", str(tmp_path / "check"),
+                  "--sims", str(sims), home=tmp_path)
+    assert check.returncode == 0, check.stderr[-2000:]
+    hosts = check_record(tmp_path / "check")
+    assert {h: e["status"] for h, e in hosts.items()} == {"gpu01": "already at target", "gpu02": "would change",
+                                                          "gpu03": "held"}
+    assert "nothing was changed; 1 host would change" in check.stderr
+    for name in hosts:
+        assert changes(tmp_path / "check" / f"{name}.jsonl") == [], name
+    assert not (sims / "gpu02" / "usr" / "local" / "cuda-13.0").exists()
+    checked = [e for e in events(tmp_path / "check" / "gpu01.jsonl") if e["type"] == "check"]
+    assert checked and all(e["ok"] for e in checked)  # at target is proven by the recipe's checks, read there
+
+    inv = inventory(tmp_path / "two.ini", {"gpu01": "", "gpu02": ""})
+    again = agent("fleet", str(recipe), "-i", str(inv), "--dir", str(tmp_path / "b"), "--sims", str(sims), home=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    hosts = check_record(tmp_path / "b")
+    assert {h: e["status"] for h, e in hosts.items()} == {"gpu01": "already at target", "gpu02": "changed"}
+    batches = [(e["canary"], e["hosts"]) for e in events(tmp_path / "b" / "fleet.jsonl") if e["type"] == "fleet_batch"]
+    assert batches == [(True, ["gpu01"]), (True, ["gpu02"])]  # at target proves nothing: the role is handed on
+    assert changes(tmp_path / "b" / "gpu01.jsonl") == []
+    assert "gpu01           : ok=1  changed=0  failed=0  held=0  [already at target]" in again.stderr, again.stderr
+
+    third = agent("fleet", str(recipe), "-i", str(inv), "--dir", str(tmp_path / "c"), "--sims", str(sims), home=tmp_path)
+    assert third.returncode == 0, third.stderr[-2000:]
+    hosts = check_record(tmp_path / "c")
+    assert [e["status"] for e in hosts.values()] == ["already at target", "already at target"]
+    assert all(changes(tmp_path / "c" / f"{name}.jsonl") == [] for name in hosts)
 
 
 def test_a_step_no_rule_covers_is_refused_before_any_host_is_touched(recipe, tmp_path):
