@@ -94,7 +94,7 @@ def _write_playbook(args, recipe, source: Path) -> int:
 
 def run_fleet(args) -> int:
     from agent.fleet.ansible import check_steps  # lazy: per command
-    from agent.fleet.inventory import InventoryError, load_inventory  # lazy: per command
+    from agent.fleet.inventory import InventoryError, inventory_warnings, load_inventory  # lazy: per command
     from agent.fleet.recipe import load_recipe  # lazy: per command
     from agent.fleet.rollout import COUNTS_AS_FAILED, HELD, INTERRUPTED, WOULD_CHANGE, resumable, roll_out  # lazy
 
@@ -113,6 +113,9 @@ def run_fleet(args) -> int:
         check_steps(recipe, names)  # before any host is touched
     except (RecipeError, InventoryError) as e:
         raise SessionConfigError(str(e)) from None
+    for warning in inventory_warnings(inventory, names):
+        print(json.dumps({"event": "warning", "warning": warning}) if args.json else f"agent: warning: {warning}",
+              file=sys.stdout if args.json else sys.stderr, flush=True)
     from app.run import trust_keys_of  # lazy: per command
 
     trust_keys_of(entries, args.trust_host_key)

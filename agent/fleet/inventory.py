@@ -11,7 +11,10 @@ What a host entry takes from the variables: `ansible_host`, `ansible_user`, `ans
 `ansible_connection: local`. Variables of our own, which Ansible ignores: `agent_transport: sim`
 with `agent_sim: {...}` (a simulated GPU host, as in goal files), `agent_python` (the interpreter of
 interest), `agent_path_prefix`. Written with our own small parser: the formats are small and fixed,
-and Ansible itself is a large install that would bring its own module loader for two file formats.
+and Ansible itself is a large install that would bring its own module loader for two file formats. Every
+other source (ec2, Kubernetes, NetBox: Ansible's inventory plugins) comes in as the JSON that
+`ansible-inventory -i SOURCE --list` prints, with its hosts' variables as Ansible merged them. `--limit`
+patterns: agent/fleet/patterns.py.
 """
 
 from __future__ import annotations
@@ -51,14 +54,17 @@ class Inventory:
     path: Path
     groups: dict[str, Group]
     host_vars: dict[str, dict[str, Any]]  # every host, in the order the file names them
+    _memo: tuple | None = field(default=None, repr=False, compare=False)
 
     def hosts(self) -> list[str]:
         return list(self.host_vars)
 
     def groups_of(self, host: str) -> list[str]:
         """The groups `host` is in, directly or through children, `all` first, then by depth."""
-        depth = self._depths()
-        mine = {g for g in self.groups if host in self._members(g)}
+        if self._memo is None:  # each group's members and depth once, not once a host: 10,000 hosts load in a second
+            self._memo = ({g: self._members(g) for g in self.groups}, self._depths())
+        members, depth = self._memo
+        mine = {g for g in self.groups if host in members[g]}
         return sorted(mine, key=lambda g: (depth.get(g, 0), g))
 
     def vars_of(self, host: str) -> dict[str, Any]:
@@ -69,35 +75,18 @@ class Inventory:
         return merged
 
     def select(self, limit: str | None) -> list[str]:
-        """The hosts a `--limit` pattern names: group or host names separated by `,` or `:`, `!name` to
-        leave out, `&name` to keep only those also in name; every host without one."""
-        if not limit:
-            return self.hosts()
-        chosen: list[str] = []
-        excluded: set[str] = set()
-        narrowed: list[set[str]] = []
-        for word in filter(None, (w.strip() for w in re.split(r"[,:]", limit))):
-            kind, name = (word[0], word[1:]) if word[0] in "!&" else ("", word)
-            members = self._named(name)
-            if kind == "!":
-                excluded |= set(members)
-            elif kind == "&":
-                narrowed.append(set(members))
-            else:
-                chosen += [h for h in members if h not in chosen]
-        out = [h for h in chosen if h not in excluded and all(h in s for s in narrowed)]
+        """The hosts a `--limit` pattern names, as Ansible reads it (agent/fleet/patterns.py); every host, in
+        Ansible's order, without one."""
+        from agent.fleet.patterns import PatternError, group_hosts, select  # lazy: with the command
+
+        try:
+            out = select(self, limit) if limit else group_hosts(self, "all")
+        except PatternError as e:
+            raise InventoryError(f"{self.path}: {e}") from None
         if not out:
             raise InventoryError(f"{self.path}: --limit {limit!r} leaves no host (groups: "
                                  f"{', '.join(sorted(self.groups))})")
         return out
-
-    def _named(self, name: str) -> list[str]:
-        if name in self.groups:
-            return [h for h in self.hosts() if h in self._members(name)]
-        if name in self.host_vars:
-            return [name]
-        raise InventoryError(f"{self.path}: --limit names {name!r}, which is neither a group nor a host of the "
-                             f"inventory (groups: {', '.join(sorted(self.groups))})")
 
     def _members(self, group: str, seen: frozenset = frozenset()) -> set[str]:
         if group == "all":
@@ -283,6 +272,8 @@ def _parse_yaml(path: Path, text: str) -> Inventory:
     except TooManyValues:
         raise InventoryError(f"{path}: the file expands to more than {MAX_INVENTORY_VALUES:,} values (YAML aliases "
                              "`*name` that repeat anchors): write the values out, or use fewer aliases") from None
+    if "_meta" in data:
+        return _parse_inventory_list(path, data)
     groups: dict[str, Group] = {"all": Group("all"), "ungrouped": Group("ungrouped")}
     host_vars: dict[str, dict[str, Any]] = {}
 
@@ -297,6 +288,11 @@ def _parse_yaml(path: Path, text: str) -> Inventory:
         if unknown:
             raise InventoryError(f"{path}: group {name!r} has {', '.join(sorted(map(str, unknown)))}; a group has "
                                  "only hosts:, vars: and children:")
+        for key in ("hosts", "children"):
+            if body.get(key) is not None and not isinstance(body[key], dict):
+                kind = "a list" if isinstance(body[key], list) else f"a {type(body[key]).__name__}"
+                raise InventoryError(f"{path}: {key}: of group {name!r} is {kind}; Ansible's YAML inventory writes "
+                                     f"it as a mapping, each name followed by a colon (`{key}:` / `  gpu01:`)")
         g = groups.setdefault(name, Group(name))
         for pattern, values in (body.get("hosts") or {}).items():
             if values is not None and not isinstance(values, dict):
@@ -322,7 +318,80 @@ def _parse_yaml(path: Path, text: str) -> Inventory:
     return Inventory(path, groups, host_vars)
 
 
+def _parse_inventory_list(path: Path, data: dict) -> Inventory:
+    """What `ansible-inventory -i SOURCE --list` prints: every group with its `hosts` and `children` as lists,
+    every host's variables under `_meta.hostvars` (already merged by Ansible's own inventory plugins: an ec2,
+    Kubernetes or NetBox inventory reaches agent fleet through it)."""
+    meta = data.get("_meta")
+    hostvars = meta.get("hostvars") if isinstance(meta, dict) else None
+    if not isinstance(hostvars, dict):
+        raise InventoryError(f"{path}: `_meta` has no `hostvars` mapping: give the output of "
+                             "`ansible-inventory -i SOURCE --list` as it is")
+    groups: dict[str, Group] = {"all": Group("all"), "ungrouped": Group("ungrouped")}
+    host_vars: dict[str, dict[str, Any]] = {}
+    for name, body in data.items():
+        if name == "_meta":
+            continue
+        if not isinstance(body, dict) or any(not isinstance(body.get(k) or [], list) for k in ("hosts", "children")):
+            raise InventoryError(f"{path}: group {name!r} is not as `ansible-inventory --list` writes one "
+                                 "(hosts: [...], children: [...])")
+        g = groups.setdefault(str(name), Group(str(name)))
+        for child in body.get("children") or []:
+            groups.setdefault(str(child), Group(str(child)))
+            if str(child) not in g.children:
+                g.children.append(str(child))
+        for host in body.get("hosts") or []:
+            values = hostvars.get(host) or {}
+            if not isinstance(values, dict):
+                raise InventoryError(f"{path}: the variables of host {host!r} are not a mapping")
+            host_vars.setdefault(str(host), dict(values))  # merged by Ansible already: the group's vars are in it
+            if str(host) not in g.hosts:
+                g.hosts.append(str(host))
+    for name in groups:
+        _no_cycle(path, groups, name, ())
+    if len(host_vars) > MAX_HOSTS:
+        raise InventoryError(f"{path}: more than {MAX_HOSTS:,} hosts")
+    return Inventory(path, groups, host_vars)
+
+
 # --------------------------------------------------------------------------- host entries
+
+# Ours, which Ansible ignores; any other `agent_` variable is a typo (`agent_trasport`) that would silently make a
+# simulated host an SSH one.
+AGENT_VARS = ("agent_transport", "agent_sim", "agent_python", "agent_path_prefix")
+# Ansible's connection variables we honour, and the older names Ansible still reads for them.
+ALIASES = {"ansible_ssh_host": "ansible_host", "ansible_ssh_port": "ansible_port", "ansible_ssh_user": "ansible_user",
+           "ansible_private_key_file": "ansible_ssh_private_key_file"}
+HONOURED = ("ansible_host", "ansible_port", "ansible_user", "ansible_ssh_private_key_file", "ansible_connection",
+            *ALIASES)
+# Why an Ansible variable we do not honour makes no difference to us, or what to do instead.
+_NOT_HONOURED_HINT = [
+    (re.compile(r"ansible_(become|sudo|su)\b.*"), "commands run as the SSH user, with `sudo -n` where a step needs "
+                                                 "root: give a user with a NOPASSWD sudo rule"),
+    (re.compile(r"ansible_(ssh_)?pass(word)?|ansible_.*_pass(word)?"), "agent fleet logs in by key only (ssh-agent or "
+                                                                       "ansible_ssh_private_key_file) and never "
+                                                                       "types a password"),
+    (re.compile(r"ansible_ssh_(common|extra)_args|ansible_ssh_args|ansible_s(ftp|cp)_extra_args"),
+     "its options are not passed on: put ProxyJump and other options in ~/.ssh/config, which agent fleet reads"),
+    (re.compile(r"ansible_(ssh_)?host_key_checking"), "host keys are always checked (--trust-host-key for a new one)"),
+]
+
+
+def inventory_warnings(inv: "Inventory", names: list[str]) -> list[str]:
+    """One line per Ansible variable the chosen hosts set that agent fleet does not honour: what it is ignored
+    for, and what to do instead. Said before anything runs, never silently."""
+    hosts_by_var: dict[str, list[str]] = {}
+    for name in names:
+        for key in inv.vars_of(name):
+            if isinstance(key, str) and key.startswith("ansible_") and key not in HONOURED:
+                hosts_by_var.setdefault(key, []).append(name)
+    out = []
+    for key, hosts in sorted(hosts_by_var.items()):
+        hint = next((h for pattern, h in _NOT_HONOURED_HINT if pattern.fullmatch(key)),
+                    "agent fleet does not read it")
+        who = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
+        out.append(f"{inv.path}: {key} (set for {who}) is not honoured: {hint}")
+    return out
 
 
 def _check_connection(path: Path, name: str, v: dict[str, Any]) -> None:
@@ -370,6 +439,12 @@ def host_entry(path: Path, name: str, v: dict[str, Any]) -> HostEntry:
     """One inventory host as a goal-file host entry."""
     from pydantic import ValidationError
 
+    for key in v:
+        if isinstance(key, str) and key.startswith("agent_") and key not in AGENT_VARS:
+            raise InventoryError(f"{path}: host {name}: {key} is not a variable of agent fleet (its own are "
+                                 f"{', '.join(AGENT_VARS)}): a typo?")
+    v = {**{ALIASES[k]: val for k, val in v.items() if k in ALIASES}, **{k: val for k, val in v.items()
+                                                                        if k not in ALIASES}}
     _check_connection(path, name, v)
     transport = str(v.get("agent_transport") or ("local" if v.get("ansible_connection") == "local" else "ssh"))
     fields: dict[str, Any] = {"name": name, "transport": transport}

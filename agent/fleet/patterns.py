@@ -1,0 +1,175 @@
+"""Ansible's host patterns (`--limit`), as ansible-core's inventory manager evaluates them.
+
+What a pattern means here is what it means to `ansible-playbook --limit`, so that an operator's habits carry
+over: `a,b` or `a:b` (a union; the colon is not read inside `[...]`), `&g` (only those also in g), `!g` (leave
+out g; a pattern of only `!` and `&` terms starts from `all`), `*` and `all`, shell wildcards (`gpu0*`,
+`gpu?1`) and regular expressions (`~gpu0[12]`, matched from the start of the name) against group and host
+names, subscripts of what a term matched (`gpu[0]`, `gpu[-1]`, `gpu[1:2]` with the end included, `gpu[:1]`,
+`gpu[1:]`), and `@FILE`, a retry file of host names, one a line. Terms are taken unions first, then `&`, then
+`!`, whatever their order in the pattern. A group's hosts come in Ansible's order: its own, then its
+children's, level by level.
+
+Where Ansible warns and goes on (a term that matches nothing), we stop with one line: a rollout over fewer
+hosts than the operator meant is worse than no rollout.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - types only
+    from agent.fleet.inventory import Inventory
+
+_SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)?\s*:\s*([0-9]+)?)\]$")
+MAX_RETRY_FILE_BYTES = 1024 * 1024
+
+
+class PatternError(ValueError):
+    """What is wrong with a host pattern, in one line."""
+
+
+def split_pattern(pattern: str) -> list[str]:
+    """The terms of a pattern: split on `,` where there is one, else on `:` outside brackets."""
+    if "," in pattern:
+        return [t.strip() for t in pattern.split(",") if t.strip()]
+    terms, depth, word = [], 0, ""
+    for ch in pattern:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(0, depth - 1)
+        if ch == ":" and depth == 0:
+            terms.append(word)
+            word = ""
+        else:
+            word += ch
+    terms.append(word)
+    return [t.strip() for t in terms if t.strip()]
+
+
+def select(inv: "Inventory", pattern: str) -> list[str]:
+    terms = split_pattern(pattern)
+    if not terms:
+        raise PatternError(f"--limit {pattern!r} names no group or host")
+    unions = [t for t in terms if t[0] not in "!&"]
+    ordered = (unions or ["all"]) + [t for t in terms if t[0] == "&"] + [t for t in terms if t[0] == "!"]
+    hosts: dict[str, None] = {}  # ordered, each once (10,000 hosts: no list scans)
+    for term in ordered:
+        matched = set(_one_term(inv, term[1:] if term[0] in "!&" else term, term)) if term[0] in "!&" else \
+            _one_term(inv, term, term)
+        if term[0] == "!":
+            hosts = {h: None for h in hosts if h not in matched}
+        elif term[0] == "&":
+            hosts = {h: None for h in hosts if h in matched}
+        else:
+            hosts.update(dict.fromkeys(matched))
+    return list(hosts)
+
+
+def _one_term(inv: "Inventory", expr: str, term: str) -> list[str]:
+    if not expr:
+        raise PatternError(f"--limit term {term!r} names nothing after its {term[0]!r}")
+    if expr.startswith("@"):
+        return _retry_file(inv, expr[1:], term)
+    subscript = None
+    if not expr.startswith("~"):
+        m = _SUBSCRIPT.match(expr)
+        if m:
+            expr, index, start, end = m.groups()
+            subscript = (int(index), None) if index else (int(start or 0), int(end) if end else -1)
+    hosts = _matches(inv, expr, term)
+    if subscript is None:
+        return hosts
+    start, end = subscript
+    if end is None:
+        if not -len(hosts) <= start < len(hosts):
+            raise PatternError(f"--limit {term!r}: {expr} has {len(hosts)} host{'s' * (len(hosts) != 1)}, so there "
+                               f"is no [{start}] (the first is [0])")
+        return [hosts[start]]
+    end = len(hosts) - 1 if end == -1 else end
+    picked = hosts[start:end + 1]  # Ansible's slices include their end
+    if not picked:
+        raise PatternError(f"--limit {term!r}: {expr} has {len(hosts)} host{'s' * (len(hosts) != 1)}, none in "
+                           f"[{start}:{end}]")
+    return picked
+
+
+def _matches(inv: "Inventory", expr: str, term: str) -> list[str]:
+    """A term's hosts: the groups it matches (each group's hosts in Ansible's order), then, where no group matched
+    or the term is a wildcard or a regular expression, the hosts it matches."""
+    try:
+        regex = re.compile(expr[1:] if expr.startswith("~") else fnmatch.translate(expr))
+    except re.error as e:
+        raise PatternError(f"--limit {term!r} is not a valid pattern: {e}") from None
+    groups = [g for g in inv.groups if regex.match(g)]
+    found: dict[str, None] = {}
+    for g in groups:
+        found.update(dict.fromkeys(group_hosts(inv, g)))
+    if not groups or expr.startswith("~") or any(c in expr for c in ".?*["):
+        found.update(dict.fromkeys(h for h in inv.host_vars if regex.match(h)))
+    out = list(found)
+    if not out:
+        raise PatternError(f"--limit names {term!r}, which is neither a group nor a host of the inventory (groups: "
+                           f"{', '.join(sorted(inv.groups))})")
+    return out
+
+
+def _retry_file(inv: "Inventory", name: str, term: str) -> list[str]:
+    from agent.input_files import InputFileError, read_text_file  # lazy: a retry file is rare
+
+    try:
+        text = read_text_file(Path(name).expanduser(), MAX_RETRY_FILE_BYTES, "retry file")
+    except InputFileError as e:
+        raise PatternError(f"--limit {term!r}: {e}") from None
+    names = [line.strip() for line in text.splitlines() if line.strip()]
+    unknown = sum(n not in inv.host_vars for n in names)
+    if unknown:  # counted, not shown: the file may be anything (`@/etc/passwd`), and its lines are not ours to print
+        which = "none of the file's lines names a host" if unknown == len(names) else \
+            f"{unknown} of the file's lines name no host"
+        raise PatternError(f"--limit {term!r}: {which} of the inventory; a retry file is what ansible-playbook "
+                           "writes, one host name a line")
+    if not names:
+        raise PatternError(f"--limit {term!r}: the retry file names no host")
+    return list(dict.fromkeys(names))
+
+
+def children(inv: "Inventory", name: str) -> list[str]:
+    """A group's child groups; `all`'s are `ungrouped`, those the file put under it, then every group without a
+    parent, in the order the file made them (as Ansible reconciles an inventory)."""
+    listed = [c for c in inv.groups[name].children if c in inv.groups] if name in inv.groups else []
+    if name != "all":
+        return listed
+    parented = {c for g, grp in inv.groups.items() if g != "all" for c in grp.children}
+    top = [g for g in inv.groups if g not in ("all", "ungrouped") and g not in parented]
+    return list(dict.fromkeys(["ungrouped", *listed, *top]))
+
+
+def group_hosts(inv: "Inventory", name: str) -> list[str]:
+    """A group's hosts in Ansible's order: its own, then its children's, level by level, each once. `ungrouped`
+    holds only the hosts no other group (but `all`) holds."""
+    order, seen, frontier = [name], {name}, [name]
+    while frontier:
+        nxt = []
+        for g in frontier:
+            for child in children(inv, g):
+                if child not in seen:
+                    seen.add(child)
+                    order.append(child)
+                    nxt.append(child)
+        frontier = nxt
+    grouped = {h for g, grp in inv.groups.items() if g not in ("all", "ungrouped") for h in grp.hosts}
+    out: dict[str, None] = {}
+    for g in order:
+        if g == "all":
+            out.update(dict.fromkeys(inv.groups["all"].hosts))
+        elif g == "ungrouped":
+            out.update(dict.fromkeys(h for h in inv.groups["ungrouped"].hosts + inv.groups["all"].hosts
+                                     if h not in grouped))
+        else:
+            out.update(dict.fromkeys(inv.groups[g].hosts))
+    if name == "all":  # a host no group lists (cannot happen from a file; kept so none is ever lost)
+        out.update(dict.fromkeys(inv.host_vars))
+    return list(out)
