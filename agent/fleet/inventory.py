@@ -183,6 +183,9 @@ def _parse_ini(path: Path, text: str) -> Inventory:
                 if not eq or not key:
                     raise InventoryError(f"{where}: host variables are key=value, got {pair!r}")
                 values[key] = _ini_value(value, literal=True)
+            name, port = host_and_port(name)
+            if port is not None:
+                values.setdefault("ansible_port", port)
             for host in expand_range(where, name):
                 host_vars.setdefault(host, {}).update(values)
                 if host not in groups[section].hosts:
@@ -224,6 +227,13 @@ def _ini_value(value: str, literal: bool) -> Any:
         except Exception:  # noqa: BLE001 - left as text; the entry's validation says what is wrong
             return value
     return value
+
+
+def host_and_port(pattern: str) -> tuple[str, int | None]:
+    """`gpu01:2222` is host gpu01 on port 2222, as Ansible reads a host with a port (a range's colon, inside its
+    brackets, and an IPv6 address are not a port)."""
+    m = re.fullmatch(r"((?:[^:\[\]]|\[[^\]]*\])+):(\d{1,5})", pattern)
+    return (m.group(1), int(m.group(2))) if m else (pattern, None)
 
 
 def expand_range(where: str, pattern: str) -> list[str]:
@@ -297,8 +307,10 @@ def _parse_yaml(path: Path, text: str) -> Inventory:
         for pattern, values in (body.get("hosts") or {}).items():
             if values is not None and not isinstance(values, dict):
                 raise InventoryError(f"{path}: host {pattern!r} in group {name!r}: its variables must be a mapping")
-            for host in expand_range(str(path), str(pattern)):
-                host_vars.setdefault(host, {}).update(values or {})
+            pattern, port = host_and_port(str(pattern))
+            values = {**({"ansible_port": port} if port is not None else {}), **(values or {})}
+            for host in expand_range(str(path), pattern):
+                host_vars.setdefault(host, {}).update(values)
                 if host not in g.hosts:
                     g.hosts.append(host)
         if not isinstance(body.get("vars") or {}, dict):

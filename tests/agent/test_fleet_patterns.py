@@ -167,3 +167,14 @@ def test_ten_thousand_hosts_select_quickly(tmp_path):
     path.write_text("[gpu]\ngpu[00000:09999] agent_transport=sim\n")
     inv = load_inventory(Path(path))
     assert len(inv.select("gpu:!gpu0000*")) == 9990
+
+
+def test_a_host_with_a_port_is_that_host_on_that_port(tmp_path):
+    path = tmp_path / "hosts.ini"
+    path.write_text("[gpu]\ngpu01:2222 ansible_host=10.0.0.5\ngpu[02:03]:2200\n")
+    inv = load_inventory(path)
+    assert inv.hosts() == ["gpu01", "gpu02", "gpu03"]
+    assert [e.target for e in inv.entries()] == ["10.0.0.5:2222", "gpu02:2200", "gpu03:2200"]
+    yml = tmp_path / "hosts.yml"
+    yml.write_text("all:\n  hosts:\n    gpu01:2222:\n      ansible_user: ops\n")
+    assert load_inventory(yml).entries()[0].target == "ops@gpu01:2222"
