@@ -123,7 +123,7 @@ def _show_fleet(path: Path, args) -> int:
     print(f"fleet of {len(start.get('hosts') or [])} host(s), recipe {start.get('recipe')}")
     print(f"  goal: {' '.join(str(start.get('goal') or '-').split())}")
     for e in hosts:
-        print(f"  {e.get('host')}: {e.get('status')}" + (f" ({e['reason']})" if e.get("reason") else "")
+        print(f"  {e.get('host')}: {e.get('ended') or e.get('status')}" + (f" ({e['reason']})" if e.get("reason") else "")
               + (f", batch {e['batch']}" if isinstance(e.get("batch"), int) and e["batch"] >= 0 else "")
               + (" (carried from the earlier part)" if e.get("carried") else ""))
         if e.get("transcript"):

@@ -249,7 +249,7 @@ class _Progress:
             marks = [f"{k}={int(o.status == k or (k, o.status) == ('ok', 'already at target'))}"
                      for k in ("ok", "changed", "failed", "held")]
             extra = (" rolled_back=1" if o.rolled_back else "") + (" handed_over=1" if o.handed_over else "")
-            self._say(f"{o.host:<16}: {'  '.join(marks)}  [{o.status}]{extra}")
+            self._say(f"{o.host:<16}: {'  '.join(marks)}  [{o.ended()}]{extra}")
         said = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
         self._say(f"\n{said}; {elapsed:.0f} s" + (f"; stopped: {result.stopped}" if result.stopped else ""))
         self._say(f"fleet transcript: {result.transcript}\nreport:           {result.page}")

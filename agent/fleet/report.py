@@ -57,7 +57,7 @@ def fleet_html(fleet_path: Path) -> str:
         ratio = (f"{gate['ratio']:.3f} ({gate['low']:.3f}–{gate['high']:.3f})" if gate else "–")
         status = h.get("status", "")
         out.append(f"<tr><td>{esc(h['host'])}</td><td class=\"num\">{esc(h.get('batch', ''))}</td>"
-                   f"<td class=\"{esc(status.replace(' ', '-'))}\">{esc(status)}</td>"
+                   f"<td class=\"{esc(status.replace(' ', '-'))}\">{esc(h.get('ended') or status)}</td>"
                    f"<td class=\"num\">{_num(before)}</td><td class=\"num\">{_num(after)}</td>"
                    f"<td class=\"num\">{esc(ratio)}</td><td>{'yes' if h.get('rolled_back') else ''}</td>"
                    f"<td class=\"why\">{esc(h.get('reason', ''))}</td>"

@@ -222,7 +222,19 @@ class HostOutcome:
     restored_first: str | None = None  # the transcript of its restore after a killed rollout, before this one
 
     def as_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return {**{k: v for k, v in asdict(self).items() if v is not None}, "ended": self.ended()}
+
+    def ended(self) -> str:
+        """What the host is now, in words an operator reads in the recap and scripts read in fleet.jsonl: every
+        status and rollback has one, so no host ends in a state with no name."""
+        if self.status == FAILED:
+            if self.rolled_back:
+                return "failed, restored"
+            if self.rolled_back is False:
+                return "failed, NOT restored: half-changed, see its transcript"
+            return "failed, unchanged" if not self.steps_ok else "failed"
+        return {CHANGED: "upgraded", HELD: "held", OK: "unchanged", INTERRUPTED: "interrupted: look at it",
+                NOT_RUN: "not run"}.get(self.status, self.status)
 
 
 def host_goal(recipe: Recipe, entry: HostEntry) -> Goal:

@@ -108,6 +108,8 @@ def test_a_small_fleet_holds_the_host_that_differs_rolls_back_the_one_that_fails
     assert {h: e["status"] for h, e in hosts.items()} == {"gpu01": "changed", "gpu02": "failed", "gpu03": "held",
                                                           "gpu04": "changed"}
     assert [e["batch"] for e in hosts.values()] == [0, 1, 1, 1]
+    assert {h: e["ended"] for h, e in hosts.items()} == {"gpu01": "upgraded", "gpu02": "failed, restored",
+                                                         "gpu03": "held", "gpu04": "upgraded"}
     # Held: inspected, nothing changed, and the recap says why.
     assert changes(out / "gpu03.jsonl") == []
     assert "driver is '580.95.05', the recipe was proven on '590.48.01'" in hosts["gpu03"]["reason"]
@@ -121,7 +123,7 @@ def test_a_small_fleet_holds_the_host_that_differs_rolls_back_the_one_that_fails
         assert hosts[name]["gate"]["passed"] and hosts[name]["gate"]["ratio"] > 1.05
         result = [e for e in events(out / f"{name}.jsonl") if e["type"] == "goal_result"][0]
         assert result["checks_ok"] is True and result["fleet_status"] == "changed"
-    assert "RECAP" in r.stderr and "gpu02          : ok=0  changed=0  failed=1  held=0  [failed] rolled_back=1" \
+    assert "RECAP" in r.stderr and "gpu02          : ok=0  changed=0  failed=1  held=0  [failed, restored] rolled_back=1" \
         in r.stderr.replace("gpu02           ", "gpu02          "), r.stderr[-1500:]
     for name in ("gpu01", "gpu02", "gpu03"):
         replayed = agent("replay", str(out / f"{name}.jsonl"), home=tmp_path)

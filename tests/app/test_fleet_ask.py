@@ -77,7 +77,7 @@ def test_a_held_host_handed_to_the_model_is_upgraded_with_each_change_approved(r
         {**next(e for e in fleet if e["type"] == "fleet_handoff"), "host": "gpu02", "handed_over": True}]
     end = next(e for e in fleet if e["type"] == "fleet_result")
     assert end["counts"] == {"changed": 2} and end["held"] == []
-    assert "gpu02           : ok=0  changed=1  failed=0  held=0  [changed] handed_over=1" in r.stderr
+    assert "gpu02           : ok=0  changed=1  failed=0  held=0  [upgraded] handed_over=1" in r.stderr
 
 
 def test_a_handed_over_host_that_fails_its_checks_is_offered_its_rollback(recipe, tmp_path):

@@ -24,7 +24,7 @@ def test_show_of_a_fleet_record_lists_its_hosts_outcomes_and_transcripts(tmp_pat
     shown = agent("show", str(fleet), home=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "model None" not in shown.stdout and "None turns" not in shown.stdout and "dry run" not in shown.stdout
-    assert "fleet of 1 host(s)" in shown.stdout and f"gpu01: {host['status']}" in shown.stdout
+    assert "fleet of 1 host(s)" in shown.stdout and f"gpu01: {host['ended']}" in shown.stdout
     assert f"transcript: {host['transcript']}" in shown.stdout and "result: " in shown.stdout
     as_json = [json.loads(line) for line in agent("show", str(fleet), "--json", home=tmp_path).stdout.splitlines()]
     assert [h["host"] for h in as_json] == ["gpu01"]
