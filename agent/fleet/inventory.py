@@ -75,12 +75,14 @@ class Inventory:
         return merged
 
     def select(self, limit: str | None) -> list[str]:
-        """The hosts a `--limit` pattern names, as Ansible reads it (agent/fleet/patterns.py); every host, in
-        Ansible's order, without one."""
+        """The hosts a `--limit` pattern names, as ansible-playbook reads it (agent/fleet/patterns.py), in the
+        order of `all` (the canary is the first of them); every host without one."""
         from agent.fleet.patterns import PatternError, group_hosts, select  # lazy: with the command
 
         try:
-            out = select(self, limit) if limit else group_hosts(self, "all")
+            everyone = group_hosts(self, "all")
+            chosen = set(select(self, limit)) if limit else None
+            out = everyone if chosen is None else [h for h in everyone if h in chosen]  # ansible-playbook's order
         except PatternError as e:
             raise InventoryError(f"{self.path}: {e}") from None
         if not out:

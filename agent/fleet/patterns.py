@@ -4,10 +4,13 @@ What a pattern means here is what it means to `ansible-playbook --limit`, so tha
 over: `a,b` or `a:b` (a union; the colon is not read inside `[...]`), `&g` (only those also in g), `!g` (leave
 out g; a pattern of only `!` and `&` terms starts from `all`), `*` and `all`, shell wildcards (`gpu0*`,
 `gpu?1`) and regular expressions (`~gpu0[12]`, matched from the start of the name) against group and host
-names, subscripts of what a term matched (`gpu[0]`, `gpu[-1]`, `gpu[1:2]` with the end included, `gpu[:1]`,
-`gpu[1:]`), and `@FILE`, a retry file of host names, one a line. Terms are taken unions first, then `&`, then
-`!`, whatever their order in the pattern. A group's hosts come in Ansible's order: its own, then its
-children's, level by level.
+names, subscripts of what a term matched (`gpu[0]`, `gpu[-1]`, `gpu[1:2]` with the end included, `gpu[1:]`;
+`gpu[:1]` is no subscript to ansible-core, and matches nothing), and `@FILE`, a retry file of host names, one
+a line. Terms are taken unions first, then `&`, then `!`, whatever their order in the pattern. A group's hosts
+come in Ansible's order: its own, then its children's, level by level (ansible-core orders the groups of one
+level as a set does, which changes from run to run past the first level; we keep the file's order there). As
+`ansible-playbook --limit`, a rollout takes the hosts the pattern selects in the order of `all`, whatever the
+pattern's order. tests/agent/test_fleet_patterns_vs_ansible.py holds this against ansible-core itself.
 
 Where Ansible warns and goes on (a term that matches nothing), we stop with one line: a rollout over fewer
 hosts than the operator meant is worse than no rollout.
@@ -23,7 +26,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover - types only
     from agent.fleet.inventory import Inventory
 
-_SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)?\s*:\s*([0-9]+)?)\]$")
+# ansible-core's own: `[0]`, `[-1]`, `[1:2]`, `[1:]` (and `[1-2]`, which it still reads, with a warning); not `[:2]`
+_SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)[:-]([0-9]*))\]$")
 MAX_RETRY_FILE_BYTES = 1024 * 1024
 
 
@@ -51,6 +55,7 @@ def split_pattern(pattern: str) -> list[str]:
 
 
 def select(inv: "Inventory", pattern: str) -> list[str]:
+    """The hosts `pattern` names, in the pattern's order (as `ansible PATTERN --list-hosts` lists them)."""
     terms = split_pattern(pattern)
     if not terms:
         raise PatternError(f"--limit {pattern!r} names no group or host")
@@ -79,7 +84,10 @@ def _one_term(inv: "Inventory", expr: str, term: str) -> list[str]:
         m = _SUBSCRIPT.match(expr)
         if m:
             expr, index, start, end = m.groups()
-            subscript = (int(index), None) if index else (int(start or 0), int(end) if end else -1)
+            # As ansible-core reads it, an end of 0 included: `g[1:0]` is `g[1]`.
+            subscript = (int(index), None) if index else (int(start), int(end) if end else -1)
+            if subscript[1] == 0:
+                subscript = (subscript[0], None)
     hosts = _matches(inv, expr, term)
     if subscript is None:
         return hosts
