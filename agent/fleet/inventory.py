@@ -150,33 +150,54 @@ def _reads_as_yaml_groups(text: str) -> bool:
 
 
 def _parse_ini(path: Path, text: str) -> Inventory:
+    """As ansible-core's INI plugin: a group is defined by its `[g]` (or `[g:hosts]`) or `[g:children]` section; a
+    `[g:children]` line may name a group defined further down (it is attached there, in that order), but not one
+    never defined, and `[g:vars]` is only for a defined group."""
     groups: dict[str, Group] = {"all": Group("all"), "ungrouped": Group("ungrouped")}
     host_vars: dict[str, dict[str, Any]] = {}
+    pending: dict[str, list[tuple[str, str]]] = {}  # a child not defined yet -> [(its parent, where it was named)]
+    group_vars: dict[str, tuple[str, dict[str, Any]]] = {}  # group -> (where its first vars section is, its vars)
     section, kind = "ungrouped", "hosts"
+
+    def define(name: str) -> None:
+        if name not in groups:
+            groups[name] = Group(name)
+        for parent, _ in pending.pop(name, []):
+            if name not in groups[parent].children:
+                groups[parent].children.append(name)
+
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith(("#", ";")):
             continue
         where = f"{path}:{lineno}"
         if line.startswith("["):
-            m = re.fullmatch(r"\[([^\]:\s]+)(?::(vars|children))?\]", line)
+            m = re.fullmatch(r"\[([^\]:\s]+)(?::(vars|children|hosts))?\]", line)
             if not m:
                 raise InventoryError(f"{where}: {line!r} is not a section header; write [group], [group:vars] or "
                                      "[group:children]")
-            section, kind = m.group(1), m.group(2) or "hosts"
-            groups.setdefault(section, Group(section))
+            section, kind = m.group(1), {None: "hosts"}.get(m.group(2), m.group(2))
+            if kind == "vars":
+                group_vars.setdefault(section, (where, {}))
+            else:
+                define(section)
             continue
         if kind == "vars":
             key, eq, value = line.partition("=")
             if not eq or not key.strip():
                 raise InventoryError(f"{where}: a [{section}:vars] line is key=value, got {line!r}")
-            groups[section].vars[key.strip()] = _ini_value(value.strip(), literal=False)
+            value = value.strip()
+            if not value.startswith(("'", '"')):
+                value = re.sub(r"\s+#.*$", "", value)  # an inline comment, as Ansible reads one
+            group_vars[section][1][key.strip()] = _ini_value(value, literal=False)
         elif kind == "children":
             if not re.fullmatch(r"[\w.-]+", line):
                 raise InventoryError(f"{where}: a [{section}:children] line names one group, got {line!r}")
-            groups.setdefault(line, Group(line))
-            if line not in groups[section].children:
-                groups[section].children.append(line)
+            if line in groups:
+                if line not in groups[section].children:
+                    groups[section].children.append(line)
+            else:
+                pending.setdefault(line, []).append((section, where))
         else:
             name, *pairs = _split_host_line(where, line)
             values = {}
@@ -185,15 +206,26 @@ def _parse_ini(path: Path, text: str) -> Inventory:
                 if not eq or not key:
                     raise InventoryError(f"{where}: host variables are key=value, got {pair!r}")
                 values[key] = _ini_value(value, literal=True)
+            if name.endswith(":"):
+                raise InventoryError(f"{where}: host {name!r} ends in a colon with no port after it")
             name, port = host_and_port(name)
             if port is not None:
-                values.setdefault("ansible_port", port)
+                values = {"ansible_port": port, **values}  # a port written as a variable wins, as in Ansible
             for host in expand_range(where, name):
                 host_vars.setdefault(host, {}).update(values)
                 if host not in groups[section].hosts:
                     groups[section].hosts.append(host)
                 if len(host_vars) > MAX_HOSTS:
                     raise InventoryError(f"{where}: more than {MAX_HOSTS:,} hosts")
+    for child, named in pending.items():
+        parent, where = named[0]
+        raise InventoryError(f"{where}: [{parent}:children] names {child!r}, a group defined nowhere in the file "
+                             f"(a host's name does not make a group: put it in a [{child}] section)")
+    for group, (where, values) in group_vars.items():
+        if group not in groups:
+            raise InventoryError(f"{where}: [{group}:vars] is for a group the file never defines: add a [{group}] "
+                                 "section, or fix the name")
+        groups[group].vars.update(values)
     for name in groups:
         _no_cycle(path, groups, name, ())
     return Inventory(path, groups, host_vars)
@@ -300,12 +332,21 @@ def _parse_yaml(path: Path, text: str) -> Inventory:
         if unknown:
             raise InventoryError(f"{path}: group {name!r} has {', '.join(sorted(map(str, unknown)))}; a group has "
                                  "only hosts:, vars: and children:")
+        body = dict(body)
         for key in ("hosts", "children"):
-            if body.get(key) is not None and not isinstance(body[key], dict):
+            if isinstance(body.get(key), str):  # one name, as ansible-core reads it
+                body[key] = {body[key]: None}
+            elif body.get(key) is not None and not isinstance(body[key], dict):
                 kind = "a list" if isinstance(body[key], list) else f"a {type(body[key]).__name__}"
                 raise InventoryError(f"{path}: {key}: of group {name!r} is {kind}; Ansible's YAML inventory writes "
                                      f"it as a mapping, each name followed by a colon (`{key}:` / `  gpu01:`)")
         g = groups.setdefault(name, Group(name))
+        for pattern in body.get("hosts") or {}:
+            number = re.fullmatch(r"[-+]?(?:[0-9]+|[0-9]*\.[0-9]+)", str(pattern))
+            if number or str(pattern).lower() in _YAML11_BOOLS:
+                raise InventoryError(f"{path}: host {str(pattern)!r} in group {name!r}: Ansible's YAML reader takes it "
+                                     f"for a {'number' if number else 'boolean'}, not a name; give the host another "
+                                     "name and its address as ansible_host")
         for pattern, values in (body.get("hosts") or {}).items():
             if values is not None and not isinstance(values, dict):
                 raise InventoryError(f"{path}: host {pattern!r} in group {name!r}: its variables must be a mapping")
@@ -332,6 +373,10 @@ def _parse_yaml(path: Path, text: str) -> Inventory:
     return Inventory(path, groups, host_vars)
 
 
+# What YAML 1.1 (Ansible's reader) takes for a boolean where a host name stands unquoted.
+_YAML11_BOOLS = {"y", "yes", "n", "no", "true", "false", "on", "off"}
+
+
 def _parse_inventory_list(path: Path, data: dict) -> Inventory:
     """What `ansible-inventory -i SOURCE --list` prints: every group with its `hosts` and `children` as lists,
     every host's variables under `_meta.hostvars` (already merged by Ansible's own inventory plugins: an ec2,
@@ -346,6 +391,8 @@ def _parse_inventory_list(path: Path, data: dict) -> Inventory:
     for name, body in data.items():
         if name == "_meta":
             continue
+        if isinstance(body, list):  # a group as the list of its hosts: the older dynamic-inventory form
+            body = {"hosts": body}
         if not isinstance(body, dict) or any(not isinstance(body.get(k) or [], list) for k in ("hosts", "children")):
             raise InventoryError(f"{path}: group {name!r} is not as `ansible-inventory --list` writes one "
                                  "(hosts: [...], children: [...])")
@@ -372,12 +419,15 @@ def _parse_inventory_list(path: Path, data: dict) -> Inventory:
 
 # Ours, which Ansible ignores; any other `agent_` variable is a typo (`agent_trasport`) that would silently make a
 # simulated host an SSH one.
-AGENT_VARS = ("agent_transport", "agent_sim", "agent_python", "agent_path_prefix")
-# Ansible's connection variables we honour, and the older names Ansible still reads for them.
-ALIASES = {"ansible_ssh_host": "ansible_host", "ansible_ssh_port": "ansible_port", "ansible_ssh_user": "ansible_user",
-           "ansible_private_key_file": "ansible_ssh_private_key_file"}
-HONOURED = ("ansible_host", "ansible_port", "ansible_user", "ansible_ssh_private_key_file", "ansible_connection",
-            *ALIASES)
+AGENT_VARS = ("agent_transport", "agent_sim", "agent_python", "agent_path_prefix",
+              "agent_sim_root")  # the last: for ansible-playbook's upgrade_agent_sim connection; agent fleet builds its own
+# Ansible's connection variables we honour, each with the names its ssh connection reads for it, the one that wins
+# first: `ansible_ssh_host` set for a group beats `ansible_host` set for the host, as ansible-playbook runs it.
+CONNECTION_NAMES = {"ansible_host": ("ansible_ssh_host", "ansible_host"),
+                    "ansible_port": ("ansible_ssh_port", "ansible_port"),
+                    "ansible_user": ("ansible_ssh_user", "ansible_user"),
+                    "ansible_ssh_private_key_file": ("ansible_ssh_private_key_file", "ansible_private_key_file")}
+HONOURED = ("ansible_connection", *(n for names in CONNECTION_NAMES.values() for n in names))
 # Why an Ansible variable we do not honour makes no difference to us, or what to do instead.
 _NOT_HONOURED_HINT = [
     (re.compile(r"ansible_(become|sudo|su)\b.*"), "commands run as the SSH user, with `sudo -n` where a step needs "
@@ -457,8 +507,11 @@ def host_entry(path: Path, name: str, v: dict[str, Any]) -> HostEntry:
         if isinstance(key, str) and key.startswith("agent_") and key not in AGENT_VARS:
             raise InventoryError(f"{path}: host {name}: {key} is not a variable of agent fleet (its own are "
                                  f"{', '.join(AGENT_VARS)}): a typo?")
-    v = {**{ALIASES[k]: val for k, val in v.items() if k in ALIASES}, **{k: val for k, val in v.items()
-                                                                        if k not in ALIASES}}
+    v = dict(v)
+    for variable, read_as in CONNECTION_NAMES.items():  # the name Ansible's ssh connection heeds, at any level
+        found = next((n for n in read_as if n in v), None)
+        if found is not None:
+            v[variable] = v[found]
     _check_connection(path, name, v)
     transport = str(v.get("agent_transport") or ("local" if v.get("ansible_connection") == "local" else "ssh"))
     fields: dict[str, Any] = {"name": name, "transport": transport}

@@ -35,50 +35,55 @@ class PatternError(ValueError):
     """What is wrong with a host pattern, in one line."""
 
 
+# What ansible-core keeps whole when a pattern has no comma: an address with a port (`gpu01:2222`), an IPv6 one.
+_ADDRESS = re.compile(r"[A-Za-z0-9_.-]+(?:\[[0-9a-z:]+\][A-Za-z0-9_.-]*)?:[0-9]+|(?=.*::)[0-9A-Fa-f:]+"
+                      r"|(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}")
+
+
 def split_pattern(pattern: str) -> list[str]:
-    """The terms of a pattern: split on `,` where there is one, else on `:` outside brackets."""
+    """The terms of a pattern, split as ansible-core splits them: on `,` where there is one (a `:` is then part
+    of a term); else the whole, where it reads as an address; else on `:` and whitespace outside brackets."""
     if "," in pattern:
         return [t.strip() for t in pattern.split(",") if t.strip()]
-    terms, depth, word = [], 0, ""
-    for ch in pattern:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth = max(0, depth - 1)
-        if ch == ":" and depth == 0:
-            terms.append(word)
-            word = ""
-        else:
-            word += ch
-    terms.append(word)
-    return [t.strip() for t in terms if t.strip()]
+    if _ADDRESS.fullmatch(pattern.strip()):
+        return [pattern.strip()]
+    return [t for t in re.findall(r"(?:[^\s:\[\]]|\[[^\]]*\])+", pattern) if t.strip()]
 
 
 def select(inv: "Inventory", pattern: str) -> list[str]:
     """The hosts `pattern` names, in the pattern's order (as `ansible PATTERN --list-hosts` lists them)."""
-    terms = split_pattern(pattern)
+    terms: list[tuple[str, str]] = []  # (term, how to name it in a message)
+    for t in split_pattern(pattern):
+        if t.startswith("@"):  # a retry file: its lines are terms of the pattern, in its place
+            terms += [(line, f"a line of {t}") for line in _retry_file(t[1:], t)]
+        else:
+            terms.append((t, repr(t)))
     if not terms:
         raise PatternError(f"--limit {pattern!r} names no group or host")
-    unions = [t for t in terms if t[0] not in "!&"]
-    ordered = (unions or ["all"]) + [t for t in terms if t[0] == "&"] + [t for t in terms if t[0] == "!"]
+    unions = [t for t in terms if t[0][0] not in "!&"]
+    ordered = (unions or [("all", "'all'")]) + [t for t in terms if t[0][0] == "&"] + \
+        [t for t in terms if t[0][0] == "!"]
     hosts: dict[str, None] = {}  # ordered, each once (10,000 hosts: no list scans)
-    for term in ordered:
-        matched = set(_one_term(inv, term[1:] if term[0] in "!&" else term, term)) if term[0] in "!&" else \
-            _one_term(inv, term, term)
-        if term[0] == "!":
-            hosts = {h: None for h in hosts if h not in matched}
-        elif term[0] == "&":
-            hosts = {h: None for h in hosts if h in matched}
+    for term, said in ordered:
+        kind = term[0] if term[0] in "!&" else ""
+        if not kind and term in inv.host_vars:  # a plain host name is that host, though a group has its name
+            hosts[term] = None
+            continue
+        matched = _one_term(inv, term[1:] if kind else term, said)
+        if kind == "!":
+            gone = set(matched)
+            hosts = {h: None for h in hosts if h not in gone}
+        elif kind == "&":
+            kept = set(matched)
+            hosts = {h: None for h in hosts if h in kept}
         else:
             hosts.update(dict.fromkeys(matched))
     return list(hosts)
 
 
-def _one_term(inv: "Inventory", expr: str, term: str) -> list[str]:
+def _one_term(inv: "Inventory", expr: str, said: str) -> list[str]:
     if not expr:
-        raise PatternError(f"--limit term {term!r} names nothing after its {term[0]!r}")
-    if expr.startswith("@"):
-        return _retry_file(inv, expr[1:], term)
+        raise PatternError(f"--limit term {said} names nothing after its ! or &")
     subscript = None
     if not expr.startswith("~"):
         m = _SUBSCRIPT.match(expr)
@@ -88,60 +93,55 @@ def _one_term(inv: "Inventory", expr: str, term: str) -> list[str]:
             subscript = (int(index), None) if index else (int(start), int(end) if end else -1)
             if subscript[1] == 0:
                 subscript = (subscript[0], None)
-    hosts = _matches(inv, expr, term)
+    hosts = _matches(inv, expr, said)
     if subscript is None:
         return hosts
     start, end = subscript
     if end is None:
         if not -len(hosts) <= start < len(hosts):
-            raise PatternError(f"--limit {term!r}: {expr} has {len(hosts)} host{'s' * (len(hosts) != 1)}, so there "
+            raise PatternError(f"--limit {said}: {expr} has {len(hosts)} host{'s' * (len(hosts) != 1)}, so there "
                                f"is no [{start}] (the first is [0])")
         return [hosts[start]]
     end = len(hosts) - 1 if end == -1 else end
     picked = hosts[start:end + 1]  # Ansible's slices include their end
     if not picked:
-        raise PatternError(f"--limit {term!r}: {expr} has {len(hosts)} host{'s' * (len(hosts) != 1)}, none in "
+        raise PatternError(f"--limit {said}: {expr} has {len(hosts)} host{'s' * (len(hosts) != 1)}, none in "
                            f"[{start}:{end}]")
     return picked
 
 
-def _matches(inv: "Inventory", expr: str, term: str) -> list[str]:
+def _matches(inv: "Inventory", expr: str, said: str) -> list[str]:
     """A term's hosts: the groups it matches (each group's hosts in Ansible's order), then, where no group matched
-    or the term is a wildcard or a regular expression, the hosts it matches."""
+    or the term is a wildcard or a regular expression, the hosts it matches. A group without hosts is a match."""
     try:
         regex = re.compile(expr[1:] if expr.startswith("~") else fnmatch.translate(expr))
     except re.error as e:
-        raise PatternError(f"--limit {term!r} is not a valid pattern: {e}") from None
+        raise PatternError(f"--limit {said} is not a valid pattern: {e}") from None
     groups = [g for g in inv.groups if regex.match(g)]
     found: dict[str, None] = {}
     for g in groups:
         found.update(dict.fromkeys(group_hosts(inv, g)))
     if not groups or expr.startswith("~") or any(c in expr for c in ".?*["):
         found.update(dict.fromkeys(h for h in inv.host_vars if regex.match(h)))
-    out = list(found)
-    if not out:
-        raise PatternError(f"--limit names {term!r}, which is neither a group nor a host of the inventory (groups: "
+    if not found and not groups:
+        raise PatternError(f"--limit names {said}, which is neither a group nor a host of the inventory (groups: "
                            f"{', '.join(sorted(inv.groups))})")
-    return out
+    return list(found)
 
 
-def _retry_file(inv: "Inventory", name: str, term: str) -> list[str]:
+def _retry_file(name: str, term: str) -> list[str]:
+    """The lines of a retry file, each a term of the pattern (as ansible-core reads `@FILE`). A line that matches
+    nothing is named by its place, not its text: the file may be anything (`@/etc/passwd`)."""
     from agent.input_files import InputFileError, read_text_file  # lazy: a retry file is rare
 
     try:
         text = read_text_file(Path(name).expanduser(), MAX_RETRY_FILE_BYTES, "retry file")
     except InputFileError as e:
         raise PatternError(f"--limit {term!r}: {e}") from None
-    names = [line.strip() for line in text.splitlines() if line.strip()]
-    unknown = sum(n not in inv.host_vars for n in names)
-    if unknown:  # counted, not shown: the file may be anything (`@/etc/passwd`), and its lines are not ours to print
-        which = "none of the file's lines names a host" if unknown == len(names) else \
-            f"{unknown} of the file's lines name no host"
-        raise PatternError(f"--limit {term!r}: {which} of the inventory; a retry file is what ansible-playbook "
-                           "writes, one host name a line")
-    if not names:
+    lines = [line.strip() for line in text.split("\n") if line.strip()]
+    if not lines:
         raise PatternError(f"--limit {term!r}: the retry file names no host")
-    return list(dict.fromkeys(names))
+    return lines
 
 
 def children(inv: "Inventory", name: str) -> list[str]:

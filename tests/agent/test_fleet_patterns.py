@@ -78,7 +78,7 @@ def test_all_and_star_have_one_order(inv):
     ("cpu*", "neither a group nor a host"),
     ("~(", "is not a valid pattern"),
     ("gpu:&other", "leaves no host"),
-    ("!", "names nothing after its '!'"),
+    ("!", "names nothing after its ! or &"),
     ("gpu[:1]", "neither a group nor a host"),  # not a subscript to ansible-core: a wildcard that matches nothing
 ])
 def test_a_pattern_that_selects_nothing_is_one_line(inv, pattern, said):
@@ -96,7 +96,9 @@ def test_a_retry_file_names_hosts_one_a_line_and_is_never_echoed(inv, tmp_path):
     secret.write_text("hunter2-password\ngpu01\n")
     with pytest.raises(InventoryError) as e:
         inv.select(f"@{secret}")
-    assert "1 of the file's lines name no host" in str(e.value) and "hunter2" not in str(e.value)
+    assert f"a line of @{secret}, which is neither" in str(e.value) and "hunter2" not in str(e.value)
+    retry.write_text("!gpu\n")  # its lines are terms of the pattern, as ansible-core reads them
+    assert inv.select(f"@{retry}") == ["solo", "o1", "h200-01", "s1"]
     with pytest.raises(InventoryError, match="no such file|not found|does not exist|cannot"):
         inv.select(f"@{tmp_path / 'missing.retry'}")
 
@@ -133,7 +135,8 @@ def test_a_typo_in_our_own_variables_is_refused(tmp_path, text, said):
 
 @pytest.mark.parametrize("text, said", [
     ("all:\n  hosts:\n    - gpu01\n    - gpu02\n", "hosts: of group 'all' is a list"),
-    ("all:\n  children:\n    gpu:\n      hosts: gpu01\n", "hosts: of group 'gpu' is a str"),
+    ("all:\n  children:\n    gpu:\n      hosts:\n        on:\n", "Ansible's YAML reader takes it for a boolean"),
+    ("all:\n  children:\n    gpu:\n      hosts:\n        0123:\n", "takes it for a number"),
     ("all:\n  children:\n    - gpu\n", "children: of group 'all' is a list"),
 ])
 def test_yaml_hosts_or_children_written_as_a_list_or_a_string_is_one_line(tmp_path, text, said):
