@@ -40,10 +40,10 @@ def sims_for_ansible(folder: Path, machines: dict[str, dict]) -> tuple[Path, dic
 
 
 def ansible_playbook(inventory: Path, book: Path, home: Path, timeout: float = 900,
-                     offline: bool = False) -> subprocess.CompletedProcess:
-    """`ansible-playbook -i INVENTORY BOOK`; with `offline`, in a network namespace of its own (a hostile
-    recipe may name other hosts)."""
-    argv = [sys.executable, "-m", "ansible", "playbook", "-i", str(inventory), str(book)]
+                     offline: bool = False, extra: list[str] | None = None) -> subprocess.CompletedProcess:
+    """`ansible-playbook -i INVENTORY BOOK [EXTRA...]`; with `offline`, in a network namespace of its own (a hostile
+    recipe may name other hosts). Forks as the playbook's header asks."""
+    argv = [sys.executable, "-m", "ansible", "playbook", "-i", str(inventory), "-f", "8", *(extra or []), str(book)]
     if offline:
         argv = ["unshare", "-rn", "sh", "-c", 'ip link set lo up 2>/dev/null; exec "$@"', "sh", *argv]
     return subprocess.run(argv, capture_output=True, text=True, env=ansible_env(home), timeout=timeout, cwd=home,

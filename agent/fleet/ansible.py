@@ -311,7 +311,16 @@ def _helper_task(name: str, command: str, values: dict, *runtime: str, register:
             "ansible.builtin.command": {"argv": argv, "stdin": Jinja("{{ upgrade_helper }}")},
             "register": register,
             "changed_when": Jinja(f"{register}.rc == 0 and ({register}.stdout | from_json).changed"), **extra}
+    if _holds_a_credential(values):  # Ansible would print its arguments on a failure, and with -v always
+        body["no_log"] = True
     return Task(body=body, comments=comments or [])
+
+
+def _holds_a_credential(values: dict) -> bool:
+    from agent.record.redact import Redactor  # lazy: only while a playbook is written
+
+    text = json.dumps(values, sort_keys=True)
+    return Redactor(environ={}).text(text) != text
 
 
 def _rule_comment(recipe: Recipe, index: int | None) -> list[str]:
@@ -392,15 +401,8 @@ def playbook(recipe: Recipe, *, source: str, canary: int, batch: int, max_fail: 
             when=Jinja("(upgrade_drain.stdout | from_json).drained_by_us and (upgrade_restore is not defined or "
                        "upgrade_restore is succeeded)"))]
     tasks.append(Task(body=guarded))
-
-    play = {"name": Unsafe(_first_line(recipe.goal) or "upgrade-agent recipe"),
-            "hosts": "all",
-            "serial": [canary, batch] if canary > 0 else batch,
-            "max_fail_percentage": max_fail,
-            "gather_facts": False,
-            "tasks": tasks,
-            "vars": {"upgrade_python": Jinja("{{ agent_python | default('python3') }}"),
-                     "upgrade_helper": Literal(helper_source())}}
+    _read_only_in_check_mode(tasks[0], tasks[3:])
+    plays = _plays(recipe, tasks, canary, batch, max_fail)
     digest = hashlib.sha256(Path(source).read_bytes()).hexdigest() if Path(source).is_file() else "-"
     learned = recipe.learned_from
     head = [
@@ -409,21 +411,67 @@ def playbook(recipe: Recipe, *, source: str, canary: int, batch: int, max_fail: 
          if learned else "# written by hand."),
         "# Written by `agent recipe RECIPE --ansible`: review it as you would the recipe.",
         "#",
-        "#   ansible-playbook -i INVENTORY playbook.yml [--limit GROUP]",
+        f"#   ansible-playbook -i INVENTORY -f {max(batch, canary)} playbook.yml [--limit GROUP] [--check]",
         "#",
         "# Per host, as `agent fleet` does it: the preflight (a host whose facts differ is held and ends, with",
         "# changed=0), a verified backup, " + ("the drain, " if recipe.drain else "")
         + "the benchmark before, the steps, the checks, the benchmark after",
         "# and its gate; any failure restores the host from its backup (rescue:) and fails it"
         + (", and a node this play drained goes back (always:)." if recipe.drain else "."),
-        f"# serial {comment_text(play['serial'])}: {canary} canary host(s) first, then batches of {batch}.",
+        (f"# Two plays, as agent fleet rolls out: the canary play takes {canary} host(s) at a time until one has "
+         "changed and passed",
+         "# (a held host hands the role on; a failed canary stops the playbook), then the batches play takes the "
+         f"rest, {batch} at a time.") if canary > 0 else f"# One play: batches of {batch}, no canary.",
+        f"# Run it with forks of at least {max(batch, canary)} (-f {max(batch, canary)}), or a batch runs in parts.",
+        "# --check runs the preflight and shows who would be held or changed; it changes nothing. A task whose values",
+        "# hold a credential (an index URL with a token) is no_log.",
         f"# Unlike agent fleet: max_fail_percentage ({max_fail:g}) counts the failures of each batch on its own (agent",
         "# fleet's --max-fail counts all the hosts attempted so far); the backup holds pip's freeze and the system",
         "# state (no `pip inspect`, no rehearsal of the restore); the record is Ansible's output, not a transcript.",
         "# Set agent_python in the inventory to the interpreter of the environment the recipe changes.",
         "# The helper script at the end runs on each host with that interpreter; recipe values are !unsafe.",
     ]
-    return "\n".join(head) + "\n" + to_yaml([play])
+    return "\n".join(line for part in head for line in ([part] if isinstance(part, str) else part)) + "\n" + \
+        to_yaml(plays)
+
+
+# Jinja of ours: whether a host of this run already changed and passed (facts persist across a run's plays).
+_PROVEN = "groups['all'] | map('extract', hostvars) | selectattr('upgrade_proven', 'defined') | list | length > 0"
+
+
+def _plays(recipe: Recipe, tasks: list[Task], canary: int, batch: int, max_fail: float) -> list[dict]:
+    """The canary play (while no host has changed and passed, `canary` hosts at a time; a held one hands the role
+    on, a failed one stops the playbook) and the batches play (every host the canary play did not take)."""
+    common = {"hosts": "all", "gather_facts": False,
+              "vars": {"upgrade_python": Jinja("{{ agent_python | default('python3') }}"),
+                       "upgrade_helper": Literal(helper_source())}}
+    name = _first_line(recipe.goal)[:160] or "upgrade-agent recipe"
+    batches = {"name": Unsafe(f"{name} (batches)"), **common, "serial": batch, "max_fail_percentage": max_fail,
+               "tasks": [Task({"name": Unsafe("batches: a host the canary play took is done"),
+                               "ansible.builtin.meta": "end_host",
+                               "when": Jinja("upgrade_seen | default(false)")}), *tasks]}
+    if canary <= 0:
+        return [batches]
+    proven = Task({"name": Unsafe("canary: the upgrade is proven on this host"),
+                   "ansible.builtin.set_fact": {"upgrade_proven": True},
+                   "when": Jinja("not ansible_check_mode")})
+    canary_play = {"name": Unsafe(f"{name} (canary)"), **common, "serial": canary, "max_fail_percentage": 0,
+                   "tasks": [Task({"name": Unsafe("canary: once a host changed and passed (or in --check), the rest "
+                                                  "go with the batches"), "ansible.builtin.meta": "end_host",
+                                   "when": Jinja(f"ansible_check_mode or ({_PROVEN})")}),
+                             Task({"name": Unsafe("canary: this host is taken here"),
+                                   "ansible.builtin.set_fact": {"upgrade_seen": True}}),
+                             *tasks, proven]}
+    return [canary_play, batches]
+
+
+def _read_only_in_check_mode(preflight: Task, after: list[Task]) -> None:
+    """`--check`: the preflight runs (it only reads) and says who is held; every task from the backup on is skipped,
+    since each needs what an earlier one, skipped in check mode, would have printed."""
+    preflight.body["check_mode"] = False
+    for task in after:
+        when = task.body.get("when")
+        task.body["when"] = Jinja(f"not ansible_check_mode and ({when})" if when else "not ansible_check_mode")
 
 
 def _first_line(text: str) -> str:

@@ -2,7 +2,8 @@
 
 Each case meets its recorded fate: refused with one line (every case the tester marked `refuse`, and
 those of the `safe` ones the tools' checks, the classifier or the authorizations stop), or exported as a
-playbook that keeps its shape: one play on `all`, only the keys the exporter writes, every string that
+playbook that keeps its shape: its two plays on `all` (the canary's, the batches'), only the keys the exporter
+writes, every string that
 holds the attack `!unsafe`, pure ASCII. The slow half runs six of the exported ones with the real
 ansible-playbook on a sim, offline: the attack's marker appears neither on the controller nor on the host.
 """
@@ -24,7 +25,8 @@ CASES = {name: (expected, marker, fate) for name, expected, marker, fate, _ in R
 # The keys the exporter writes; a recipe that added one would have changed what the play does.
 OUR_KEYS = {"name", "hosts", "serial", "max_fail_percentage", "gather_facts", "tasks", "vars", "block", "rescue",
             "always", "ansible.builtin.command", "argv", "stdin", "register", "changed_when", "ansible.builtin.debug",
-            "msg", "when", "ansible.builtin.meta", "ansible.builtin.fail", "upgrade_python", "upgrade_helper"}
+            "msg", "when", "ansible.builtin.meta", "ansible.builtin.fail", "upgrade_python", "upgrade_helper",
+            "ansible.builtin.set_fact", "upgrade_proven", "upgrade_seen", "check_mode", "no_log"}
 
 
 class _Tagged(str):
@@ -33,7 +35,7 @@ class _Tagged(str):
 
 def _untagged(text: str) -> set[str]:
     strings: list = []
-    _walk(_load(text)[0], set(), strings)
+    _walk(_load(text), set(), strings)
     return {s for s in strings if not isinstance(s, _Tagged)}
 
 
@@ -75,12 +77,14 @@ def test_each_case_meets_its_recorded_fate(name):
     text = export(name)
     assert all(ord(c) < 128 for c in text)
     plays = _load(text)
-    assert isinstance(plays, list) and len(plays) == 1 and plays[0]["hosts"] == "all"
+    assert isinstance(plays, list) and len(plays) == 2 and all(p["hosts"] == "all" for p in plays)
     keys, strings = set(), []
-    _walk(plays[0], keys, strings)
+    _walk(plays, keys, strings)
     assert keys <= OUR_KEYS, keys - OUR_KEYS
-    names = [t["name"] for t in plays[0]["tasks"]]
-    assert names[0].startswith("preflight:") and names[3].startswith("backup:") and "rescue" in plays[0]["tasks"][-1]
+    batches = plays[1]["tasks"][1:]
+    assert plays[0]["tasks"][2:-1] == batches  # the canary play runs the same host tasks
+    names = [t["name"] for t in batches]
+    assert names[0].startswith("preflight:") and names[3].startswith("backup:") and "rescue" in batches[-1]
     # The strings Ansible may template are the exporter's own, the same as for the tester's clean recipe.
     assert {s for s in strings if not isinstance(s, _Tagged)} <= OUR_STRINGS
     if marker != "-":
@@ -102,5 +106,7 @@ def test_an_exported_attack_does_nothing_it_was_written_to_do(name, tmp_path):
     played = ansible_playbook(inventory, book, tmp_path, offline=True)
     assert "gpu01" in recap(played.stdout), played.stdout[-2000:] + played.stderr[-2000:]
     assert not marker.exists() and not list(roots["gpu01"].rglob(marker.name))
-    assert "PLAY [" in played.stdout and played.stdout.count("PLAY [") == 1  # no play of the recipe's making
+    # no play of the recipe's making: the canary's, then the batches' (none where the canary failed)
+    canary, batches = played.stdout.count(" (canary)]"), played.stdout.count(" (batches)]")
+    assert played.stdout.count("PLAY [") == canary + batches and canary == 1 and batches <= 1
     assert "TASK [benchmark before]" in played.stdout  # it got past the preflight, the backup and the drain

@@ -98,6 +98,36 @@ def test_the_playbook_runs_the_recipe_on_sims_and_ends_each_host_as_agent_fleet_
         assert "/usr/local/cuda-12.8" in by_ansible["toolkits"]
 
 
+def test_a_held_canary_hands_the_role_on_and_check_changes_nothing(recipe_file, tmp_path):
+    """gpu01's driver differs: held in the canary play, it proves nothing, so gpu02 is the canary, alone; once it
+    changed and passed, gpu03 and gpu04 go together in the batches play. Before that, --check on the same machines
+    runs only the preflight: gpu01 shown held, nothing changed anywhere."""
+    book = tmp_path / "cuda13.yml"
+    assert agent("recipe", str(recipe_file), "--ansible", "--batch", "4", "-o", str(book),
+                 home=tmp_path).returncode == 0
+    machines = {"gpu01": {"driver": "580.95.05"}, "gpu02": {}, "gpu03": {}, "gpu04": {}}
+    inventory, roots = sims_for_ansible(tmp_path / "ansible", machines)
+    before = {name: end_state(roots[name], name) for name in machines}
+    checked = ansible_playbook(inventory, book, tmp_path, extra=["--check"])
+    assert checked.returncode == 0, checked.stdout[-3000:]
+    assert "held: driver is '580.95.05'" in checked.stdout
+    assert all(c.get("changed") == 0 and c.get("failed") == 0 for c in recap(checked.stdout).values()), checked.stdout
+    assert {name: end_state(roots[name], name) for name in machines} == before
+
+    played = ansible_playbook(inventory, book, tmp_path)
+    assert played.returncode == 0, played.stdout[-3000:]
+    counts = recap(played.stdout)
+    assert {h: status_from_recap(c) for h, c in counts.items()} == {"gpu01": "held", "gpu02": "changed",
+                                                                    "gpu03": "changed", "gpu04": "changed"}
+    # gpu02 alone in the canary play's second batch, the others in the batches play's one batch of 4
+    plays = played.stdout.split("PLAY [")
+    canary_play, batches_play = [p for p in plays if "(canary)]" in p], [p for p in plays if "(batches)]" in p]
+    assert len(canary_play) == 4 and len(batches_play) == 1, [p[:120] for p in plays]
+    assert "step 1 of 2: install_runfile" in canary_play[1] and "changed: [gpu02]" in canary_play[1]
+    assert all("install_runfile" not in p for p in canary_play[2:])  # proven: gpu03, gpu04 wait for the batches
+    assert "changed: [gpu03]" in batches_play[0] and "changed: [gpu04]" in batches_play[0]
+
+
 def test_a_failed_canary_stops_the_play_before_any_other_host(recipe_file, tmp_path):
     book = tmp_path / "cuda13.yml"
     assert agent("recipe", str(recipe_file), "--ansible", "--batch", "2", "--max-fail", "50", "-o", str(book),
@@ -138,14 +168,17 @@ def _strings(node, out):
 
 def test_every_value_from_the_recipe_is_unsafe_and_the_playbook_has_the_tasks_of_the_recipe(recipe_file):
     text = playbook(load_recipe(recipe_file), source=str(recipe_file), canary=1, batch=8, max_fail=10)
-    [play] = _load(text)
-    assert play["serial"] == [1, 8] and play["max_fail_percentage"] == 10 and play["gather_facts"] is False
-    names = [t["name"] for t in play["tasks"]]
+    first, play = _load(text)
+    assert first["serial"] == 1 and first["max_fail_percentage"] == 0  # a failed canary stops the playbook
+    assert first["tasks"][2:-1] == play["tasks"][1:]  # the same host tasks in both plays
+    assert play["serial"] == 8 and play["max_fail_percentage"] == 10 and play["gather_facts"] is False
+    assert "-f 8 playbook.yml" in text  # forks to run a batch of 8 at once
+    names = [t["name"] for t in play["tasks"][1:]]
     assert names[:4] == ["preflight: read the facts the recipe's preconditions name",
                          "preflight: a host whose facts differ is held, and nothing on it is changed",
                          "preflight: end a held host here",
                          "backup: the Python environment and the CUDA system state, verified by sha256"]
-    block = play["tasks"][4]
+    block = play["tasks"][5]
     assert [t["name"] for t in block["block"]] == [
         "benchmark before", "step 1 of 2: install_runfile", "step 2 of 2: pip_install", "check 1 of 2: toolkit",
         "check 2 of 2: command", "benchmark after", "benchmark gate: after >= before - 2% at 95% (a bootstrap interval)"]
@@ -156,6 +189,20 @@ def test_every_value_from_the_recipe_is_unsafe_and_the_playbook_has_the_tasks_of
             assert "/srv/" not in s and "torch" not in s, s
     assert "# approved by the recipe's authorizations[2] (destructive)" in text
     assert all(ord(c) < 128 for c in text)
+
+
+def test_a_task_whose_values_hold_a_credential_is_no_log(recipe_file):
+    recipe = load_recipe(recipe_file)
+    step = next(s for s in recipe.steps if s.tool == "pip_install")
+    step.args["index_url"] = "https://deploy:s3cr3t-t0ken-value@pypi.internal.example/simple"
+    for rule in recipe.authorizations:
+        if rule.tool == "pip_install":
+            rule.args["index_url"] = step.args["index_url"]
+    _, play = _load(playbook(recipe, source=str(recipe_file), canary=1, batch=4, max_fail=0))
+    block = play["tasks"][5]["block"]
+    logged = {t["name"]: t.get("no_log", False) for t in block}
+    assert logged["step 2 of 2: pip_install"] is True
+    assert not any(v for name, v in logged.items() if name != "step 2 of 2: pip_install"), logged
 
 
 @pytest.mark.parametrize("text", ["plain", 'a "quote" and \\ back', "line\nbreak\r\x85\u2028\u2029 end", "\x00\x1b\x7f",
