@@ -113,7 +113,10 @@ def run_fleet(args) -> int:
         check_steps(recipe, names)  # before any host is touched
     except (RecipeError, InventoryError) as e:
         raise SessionConfigError(str(e)) from None
-    for warning in inventory_warnings(inventory, names):
+    from agent.fleet.recipe import recipe_edits  # lazy: per command
+
+    warnings = [f"{args.recipe}: {edit}" for edit in recipe_edits(recipe)] + inventory_warnings(inventory, names)
+    for warning in warnings:
         print(json.dumps({"event": "warning", "warning": warning}) if args.json else f"agent: warning: {warning}",
               file=sys.stdout if args.json else sys.stderr, flush=True)
     from app.run import trust_keys_of  # lazy: per command
@@ -146,7 +149,8 @@ def run_fleet(args) -> int:
     show.intro(len(entries), canary, batch, max_fail, out_dir, carried=len(earlier or []))
     result = roll_out(recipe, Path(args.recipe), entries, canary=canary, batch=batch, max_fail_percent=max_fail,
                       out_dir=out_dir, on_event=show.event, earlier=earlier, resumes=link, hand_over=hand_over,
-                      recover=recover, check=args.check, sim_dir=Path(args.sims) if args.sims else None)
+                      recover=recover, check=args.check, sim_dir=Path(args.sims) if args.sims else None,
+                      warnings=warnings)
     show.recap(result, time.monotonic() - began)
     if result.stopped == "interrupted":
         if not args.json:

@@ -54,14 +54,15 @@ class Preconditions(BaseModel):
     toolkits: list[str] | None = None  # the versions installed side by side, sorted
     torch: str | None = None  # the torch build of the interpreter of interest (2.10.0+cu128)
 
+    def differences(self, facts: dict) -> list[tuple[str, Any, Any]]:
+        """(fact, the host's, these) for each fact of these the host's inspection does not have."""
+        now = facts_of(facts)
+        return [(key, now.get(key), want) for key, want in self.model_dump().items()
+                if want is not None and now.get(key) != want]
+
     def mismatches(self, facts: dict) -> list[str]:
         """How a host's inspection differs from these facts; empty when it is the same machine."""
-        now = facts_of(facts)
-        out = []
-        for key, want in self.model_dump().items():
-            if want is not None and now.get(key) != want:
-                out.append(f"{key} is {now.get(key)!r}, the recipe was proven on {want!r}")
-        return out
+        return [f"{key} is {now!r}, the recipe was proven on {want!r}" for key, now, want in self.differences(facts)]
 
 
 def facts_of(inspection: dict) -> dict:
@@ -287,6 +288,47 @@ def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
         backup=backup_args, steps=steps, restore=restore, authorizations=used_rules, checks=checks,
         benchmark=_benchmark(calls, results, ran, min_ratio), drain=drain,
     )
+
+
+def recipe_edits(recipe: Recipe) -> list[str]:
+    """How the recipe differs from what its canary's record says (each a line for the operator: an edit may be
+    meant, and still it is said before any host is touched); empty for a recipe as it was learned, or one written
+    by hand."""
+    learned = recipe.learned_from
+    if learned is None:
+        return []
+    path = Path(learned.transcript)
+    if not path.is_file():
+        return [f"the canary's record {path} is not here: the recipe cannot be checked against it"]
+    if _last_hash(path) != learned.last_hash:
+        return [f"the canary's record {path} is not the one the recipe was read from (its last line differs)"]
+    try:
+        fresh = recipe_from_transcript(path, host=learned.host)
+    except RecipeError as e:
+        return [f"the canary's record no longer gives a recipe: {e}"]
+    out = []
+    for name in ("preconditions", "target"):
+        mine, theirs = getattr(recipe, name), getattr(fresh, name)
+        if theirs is None or mine is None:
+            if (mine is None) != (theirs is None):
+                out.append(f"{name}: {'removed from' if mine is None else 'added to'} what the canary's record gives")
+            continue
+        for key, value in mine.model_dump().items():
+            was = getattr(theirs, key)
+            if value != was:
+                out.append(f"{name}.{key} is {value!r} in the recipe, {was!r} in the canary's record")
+    for name in ("steps", "backup", "restore", "checks", "authorizations", "benchmark", "drain"):
+        if _plain(getattr(recipe, name)) != _plain(getattr(fresh, name)):
+            out.append(f"{name}: edited since it was read from the canary's record")
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _install_left_requirements_unmet(calls: dict, results: dict, keys: list) -> str | None:

@@ -78,6 +78,7 @@ class RecipeModel:
         self.results: dict[str, CallSeen] = {}  # call id -> what the record says it did
         self.held: list[str] = []
         self.at_target = False  # its facts are the recipe's target (its checks decide, at the end)
+        self.final_facts: dict | None = None  # what the host showed at the session's end, as read there
         self.failed: str | None = None  # why the host failed before its checks, if it did
         self.backup_id: str | None = None
         self.bench: dict[str, dict] = {}  # label -> run_bench data
@@ -93,6 +94,8 @@ class RecipeModel:
 
     # -- listening to the session's events
     def listen(self, event: dict) -> None:
+        if event.get("type") == "final_state" and event.get("host") == self.host:
+            self.final_facts = event.get("inspect") if isinstance(event.get("inspect"), dict) else None
         if event.get("type") == "tool_result":
             self.results[event["call_id"]] = CallSeen(event.get("tool", ""), bool(event.get("ok")),
                                                       event.get("status", ""), event.get("content") or "",
@@ -278,7 +281,7 @@ def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, sto
             if status == CHANGED:
                 checks_ok = read_end(session, goal, outcome)
                 gate = gate_of(recipe, model.bench)
-                why = _why_failed(checks_ok, gate)
+                why = _why_failed(checks_ok, gate, _short_of_target(recipe, model.final_facts))
                 if why:
                     status, reason = FAILED, why
                 else:
@@ -358,8 +361,19 @@ def gate_of(recipe: Recipe, results: dict[str, dict]) -> dict | None:
     return result.as_dict()
 
 
-def _why_failed(checks_ok: bool | None, gate: dict | None) -> str:
-    whys = []
+def _short_of_target(recipe: Recipe, facts: dict | None) -> str:
+    """How the host, as read at its end, differs from what the canary ended as ('' when it does not, or when the
+    recipe does not say): the steps ran and the checks passed, yet torch may be another build than the canary's."""
+    if recipe.target is None:
+        return ""
+    if facts is None:
+        return "its state at the end could not be read, so its upgrade is not proven"
+    off = recipe.target.differences(facts)
+    return "; ".join(f"it ended with {key} {now!r} where the canary ended with {want!r}" for key, now, want in off)
+
+
+def _why_failed(checks_ok: bool | None, gate: dict | None, off_target: str = "") -> str:
+    whys = [off_target] if off_target else []
     if checks_ok is False:
         whys.append("a success check failed")
     if gate is not None and not gate["passed"]:
@@ -416,14 +430,15 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
              on_event: Callable[[str, dict], None] = lambda kind, data: None,
              earlier: list[HostOutcome] | None = None, resumes: dict | None = None,
              hand_over: HandOver | None = None, recover: dict[str, Path] | None = None,
-             check: bool = False) -> FleetResult:
+             check: bool = False, warnings: list[str] | None = None) -> FleetResult:
     """Roll the recipe out; the fleet transcript is `out_dir/fleet.jsonl` (`fleet-N.jsonl` for the Nth part of a
     resumed rollout), each host's `out_dir/<host>.jsonl`. `earlier`: the outcomes a stopped part left, carried
     over and not run again; `resumes`: the link to that part (its path, last line's hash and seq); `recover`: the
     hosts a killed part left mid-way, each with its record, restored from that record's backup before their turn.
     `hand_over`: once every batch ran (the rollout not stopped), each held host is given to it (`--ask`), with
     the path of its session's transcript, `out_dir/ask/<host>.jsonl`; what it returns replaces the host's outcome,
-    None leaves the host held. `check`: every host inspected and judged, in batches, none changed."""
+    None leaves the host held. `check`: every host inspected and judged, in batches, none changed. `warnings`: what
+    the operator was told before it began (recipe edits, inventory variables not honoured), kept in the record."""
     from agent.record.transcript import Redactor, TranscriptWriter  # lazy: the record's writer, with the rollout
     from agent.session_builder import versions  # lazy: the versions read the SDK's
 
@@ -443,7 +458,8 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
                  plan={"canary": canary, "batch": batch, "max_fail_percent": max_fail_percent, "batches": batches,
                        "first_batch": first_batch, "sims": str(sim_dir.absolute()),
                        **({"check": True} if check else {})},
-                 goal=recipe.goal, **({"resumes": resumes} if resumes else {}))
+                 goal=recipe.goal, **({"resumes": resumes} if resumes else {}),
+                 **({"warnings": warnings} if warnings else {}))
     for o in carried:
         writer.write("fleet_host", **o.as_dict(), carried=True)
     stop = threading.Event()

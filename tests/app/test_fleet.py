@@ -453,6 +453,31 @@ def test_check_changes_nothing_and_a_rerun_finds_upgraded_hosts_already_at_targe
     assert all(changes(tmp_path / "c" / f"{name}.jsonl") == [] for name in hosts)
 
 
+def test_a_host_that_ends_other_than_the_canary_did_is_failed_and_restored_though_its_checks_pass(recipe, tmp_path):
+    """The recipe says what the canary ended as, read there (its target). An edited target (torch on cu129, which
+    the steps do not install) stands for a host where the steps ran and the checks passed but the stack is not
+    the canary's: the host is failed, the reason names the fact, and it is restored from its backup."""
+    from agent.fleet.recipe import dump_recipe
+
+    r = load_recipe(recipe)
+    r.target.torch = r.target.torch.replace("+cu130", "+cu129")
+    edited = tmp_path / "edited.recipe.yaml"
+    edited.write_text(dump_recipe(r))
+    out = tmp_path / "rollout"
+    run = agent("fleet", str(edited), "-i", str(inventory(tmp_path / "hosts.ini", {"gpu01": ""})), "--dir", str(out),
+                home=tmp_path)
+    assert run.returncode == 1, run.stderr[-2000:]
+    # The edit is said before any host is touched, and kept in the rollout's record.
+    said = "target.torch is '2.10.0+cu129' in the recipe, '2.10.0+cu130' in the canary's record"
+    assert f"agent: warning: {edited}: {said}" in run.stderr
+    assert events(out / "fleet.jsonl")[0]["warnings"] == [f"{edited}: {said}"]
+    host = check_record(out)["gpu01"]
+    assert host["status"] == "failed" and host["ended"] == "failed, restored", host
+    assert "it ended with torch '2.10.0+cu130' where the canary ended with '2.10.0+cu129'" in host["reason"]
+    result = [e for e in events(out / "gpu01.jsonl") if e["type"] == "goal_result"][0]
+    assert result["checks_ok"] is True  # the checks alone would have called it upgraded
+
+
 def test_a_step_no_rule_covers_is_refused_before_any_host_is_touched(recipe, tmp_path):
     """An edited recipe whose pip step pins another torch than its rule allows: refused in one line, exit 2,
     no host's transcript or sim made (it used to be found on the canary, after its toolkit was installed
