@@ -20,6 +20,7 @@ PREFLIGHT_TIMEOUT_S = 30.0
 class Unreached:
     host: str
     problem: str  # one line: what went wrong and what to do
+    key: bool = False  # its host key is unknown or changed: the operator's to decide, not the network's fault
 
 
 def reach_hosts(pool: HostPool, names: list[str], timeout_s: float = PREFLIGHT_TIMEOUT_S) -> list[Unreached]:
@@ -28,28 +29,29 @@ def reach_hosts(pool: HostPool, names: list[str], timeout_s: float = PREFLIGHT_T
         return []
     with ThreadPoolExecutor(max_workers=min(16, len(names))) as pool_exec:
         problems = list(pool_exec.map(lambda name: _reach(pool, name, timeout_s), names))
-    return [Unreached(name, p) for name, p in zip(names, problems) if p is not None]
+    return [Unreached(name, p[0], key=p[1]) for name, p in zip(names, problems) if p is not None]
 
 
-def _reach(pool: HostPool, name: str, timeout_s: float) -> str | None:
+def _reach(pool: HostPool, name: str, timeout_s: float) -> tuple[str, bool] | None:
+    """None when the host ran `true`; else (why, whether its host key is the reason)."""
     try:
         result = pool.get(name).run("true", timeout=timeout_s)
     except UnknownHostKeyError as e:
         return (f"{name}: unknown host key {e.key_type} {e.fingerprint}. Check it with the host's owner (on the host: "
                 f"ssh-keygen -lf /etc/ssh/ssh_host_{_key_file(e.key_type)}_key.pub); to trust it, run again with "
                 f"--trust-host-key {e.fingerprint}, or add `trust_host_key: \"{e.fingerprint}\"` to host {name} "
-                "in the goal file")
+                "in the goal file"), True
     except ChangedHostKeyError as e:
-        return str(e)
+        return str(e), True
     except HostError as e:
-        return f"cannot reach {name}: {e}"
+        return f"cannot reach {name}: {e}", False
     if result.timed_out:
-        return f"cannot reach {name}: `true` did not finish within {timeout_s:g} s"
+        return f"cannot reach {name}: `true` did not finish within {timeout_s:g} s", False
     if result.connection_lost:
-        return f"cannot reach {name}: the connection was lost while running `true`"
+        return f"cannot reach {name}: the connection was lost while running `true`", False
     if result.exit_code != 0:
         said = (result.stderr.strip().splitlines() or ["no message"])[-1]
-        return f"cannot use {name}: `true` exited {result.exit_code} ({said})"
+        return f"cannot use {name}: `true` exited {result.exit_code} ({said})", False
     # What will guard the host's reads, found now and recorded (the pool's read_sandbox event): a host where
     # no sandbox can be set up is named before the first turn, and its reads then need an approval.
     SandboxedHosts(pool).info(name, pool.get(name))

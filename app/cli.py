@@ -521,7 +521,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "  agent exec gpu1 --timeout 30 -- ls -la /usr/local\n"
                               "  agent exec root@127.0.0.1:2222 'dpkg -l | grep -i cuda'\n\n"
                               "exit codes: the command's own status; 1 the host could not be reached or the command "
-                              "never finished; 2 usage error or an unknown host; 3 refused (not read-only)",
+                              "never finished; 2 usage error, an unknown host, or a host key unknown or changed (as "
+                              "`agent run`); 3 refused (not read-only)",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("host", help="local, sim, user@host[:port], or a Host alias of ~/.ssh/config")
     p.add_argument("--timeout", type=float, default=600, help="seconds before the remote process is killed")

@@ -54,6 +54,16 @@ def exec_one(args) -> int:
     status = PipeStatus(command)
     to_run = parsed.model_copy(update={"command": status.script})
     pool = HostPool([spec])
+    if spec.transport == "ssh":
+        # A host key nobody has trusted is the operator's to decide (exit 2, as in `agent run`), said in the one
+        # line `agent run` says; a host that does not answer is the command failing (exit 1).
+        from agent.preflight import reach_hosts  # lazy: only an SSH host is reached first
+
+        unreached = reach_hosts(pool, [spec.name])
+        if unreached:
+            pool.close()
+            print(f"agent: {unreached[0].problem}", file=sys.stderr)
+            return ExitCode.USAGE if unreached[0].key else ExitCode.FAILED
     redactor = Redactor()
     # What the command prints reaches the terminal through the same redactor as every record.
     live = (lambda kind, data: None) if args.json else LiveOutput(redactor=redactor)

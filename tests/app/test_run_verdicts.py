@@ -71,6 +71,10 @@ def test_an_unknown_host_key_is_refused_before_the_first_turn_with_its_whole_fin
     assert evs[-1]["type"] == "session_end"
     assert agent("show", "--verify", str(tmp_path / "a.jsonl"), home=home).returncode == 0
 
+    # `agent exec` says the same line with the same exit code.
+    r = agent("exec", "box", "uname", "-s", home=home)
+    assert r.returncode == 2 and f"--trust-host-key {fingerprint}" in r.stderr and r.stdout == "", r.stderr
+
     # Trusted with the flag, the run goes on, and the key is on the record.
     with FakeOpenAI([Reply(calls=[("ssh_exec", {"host": "box", "command": "uname -s"})]), Reply(text="Done.")]) as srv:
         r = agent("run", str(goal), "--trust-host-key", fingerprint, "--base-url", srv.base_url,
