@@ -43,6 +43,7 @@ from agent.preflight import reach_hosts
 from agent.record.transcript import new_transcript_path
 from agent.safety.policy import ApprovalAnswer, ApprovalRequest, Declined
 from agent.session_builder import DEFAULT_MODEL, build_session
+from agent.text import clip
 from app.exit_codes import ExitCode
 from app.ui import PlainView, TerminalView, approval_rows, make_view
 from app.ui.usage import Price, UsageTotals, configured_price, list_price
@@ -584,7 +585,7 @@ def retry_reason(error: BaseException) -> str:
         return "did not answer in time"
     cause = error.__cause__ or error
     first = next((line.strip() for line in str(cause).splitlines() if line.strip()), type(cause).__name__)
-    return f"could not be reached ({first[:120]})"
+    return f"could not be reached ({clip(first, 120)})"
 
 
 def _server_said(error: BaseException) -> str:
@@ -593,7 +594,7 @@ def _server_said(error: BaseException) -> str:
         inner = body.get("error", body)
         said = inner.get("message") if isinstance(inner, dict) else inner
         if isinstance(said, str):
-            return " ".join(said.split())[:120]
+            return clip(" ".join(said.split()), 120)
     return ""
 
 

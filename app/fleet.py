@@ -18,6 +18,7 @@ from pathlib import Path
 
 from agent.errors import SessionConfigError
 from agent.fleet.recipe import RecipeError
+from agent.text import clip
 from app.exit_codes import ExitCode
 
 
@@ -96,7 +97,8 @@ def run_fleet(args) -> int:
     from agent.fleet.ansible import check_steps  # lazy: per command
     from agent.fleet.inventory import InventoryError, inventory_warnings, load_inventory  # lazy: per command
     from agent.fleet.recipe import load_recipe  # lazy: per command
-    from agent.fleet.rollout import COUNTS_AS_FAILED, HELD, INTERRUPTED, WOULD_CHANGE, resumable, roll_out  # lazy
+    from agent.fleet.rollout import (  # lazy: per command
+        COUNTS_AS_FAILED, HELD, INTERRUPTED, WOULD_CHANGE, resumable, roll_out)
 
     if args.canary < 0 or args.batch < 1 or not 0 <= args.max_fail <= 100:
         raise SessionConfigError("--canary is 0 or more, --batch 1 or more, --max-fail a percentage from 0 to 100")
@@ -239,7 +241,7 @@ class _Progress:
             what = "canary" if data["canary"] else f"batch {data['batch']}"
             self._say(f"-- {what}: {', '.join(data['hosts'])}")
         elif kind == "host":
-            self._say(f"   {data['host']:<16} {data['status']:<10} {data['reason'][:160]}")
+            self._say(f"   {data['host']:<16} {data['status']:<10} {clip(data['reason'], 160)}")
 
     def recap(self, result, elapsed: float) -> None:
         counts = result.counts()

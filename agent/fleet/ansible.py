@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from agent.fleet.recipe import Recipe, RecipeError
 from agent.safety.authorizations import Authorization
+from agent.text import clip
 
 STEP_TOOLS = ("install_runfile", "pip_install", "ssh_exec")  # the steps a playbook can take
 HELPER = Path(__file__).with_name("playbook_helper.py")
@@ -445,7 +446,7 @@ def _plays(recipe: Recipe, tasks: list[Task], canary: int, batch: int, max_fail:
     common = {"hosts": "all", "gather_facts": False,
               "vars": {"upgrade_python": Jinja("{{ agent_python | default('python3') }}"),
                        "upgrade_helper": Literal(helper_source())}}
-    name = _first_line(recipe.goal)[:160] or "upgrade-agent recipe"
+    name = clip(_first_line(recipe.goal), 160) or "upgrade-agent recipe"
     batches = {"name": Unsafe(f"{name} (batches)"), **common, "serial": batch, "max_fail_percentage": max_fail,
                "tasks": [Task({"name": Unsafe("batches: a host the canary play took is done"),
                                "ansible.builtin.meta": "end_host",
@@ -476,4 +477,4 @@ def _read_only_in_check_mode(preflight: Task, after: list[Task]) -> None:
 
 def _first_line(text: str) -> str:
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return line[:200]
+    return clip(line, 200)

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.budget import Budget
+from agent.fleet.host import (CHANGED, FAILED, HELD, INTERRUPTED, ROLLBACK_REQUEST, HostOutcome, RecipeModel, gate_of,
+                              last_line_hash)
 from agent.fleet.recipe import Recipe
-from agent.fleet.rollout import (CHANGED, FAILED, HELD, INTERRUPTED, ROLLBACK_REQUEST, HostOutcome, RecipeModel,
-                                 gate_of, last_line_hash)
 from agent.goal import Goal, HostEntry
 
 ASK_TURNS = 40  # the model's turns for one held host: inspecting, a backup, the steps, checks, benchmarks

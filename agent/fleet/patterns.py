@@ -21,10 +21,14 @@ from __future__ import annotations
 import fnmatch
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:  # pragma: no cover - types only
-    from agent.fleet.inventory import Inventory
+
+class Inventory(Protocol):
+    """What a pattern is read against (agent/fleet/inventory.py's Inventory, which imports this module)."""
+
+    groups: dict[str, Any]  # name -> its Group (hosts, children), in the order the file made them
+    host_vars: dict[str, dict[str, Any]]  # every host, in the order the file names them
 
 # ansible-core's own: `[0]`, `[-1]`, `[1:2]`, `[1:]` (and `[1-2]`, which it still reads, with a warning); not `[:2]`
 _SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)[:-]([0-9]*))\]$")
@@ -50,7 +54,7 @@ def split_pattern(pattern: str) -> list[str]:
     return [t for t in re.findall(r"(?:[^\s:\[\]]|\[[^\]]*\])+", pattern) if t.strip()]
 
 
-def select(inv: "Inventory", pattern: str) -> list[str]:
+def select(inv: Inventory, pattern: str) -> list[str]:
     """The hosts `pattern` names, in the pattern's order (as `ansible PATTERN --list-hosts` lists them)."""
     terms: list[tuple[str, str]] = []  # (term, how to name it in a message)
     for t in split_pattern(pattern):
@@ -81,7 +85,7 @@ def select(inv: "Inventory", pattern: str) -> list[str]:
     return list(hosts)
 
 
-def _one_term(inv: "Inventory", expr: str, said: str) -> list[str]:
+def _one_term(inv: Inventory, expr: str, said: str) -> list[str]:
     if not expr:
         raise PatternError(f"--limit term {said} names nothing after its ! or &")
     subscript = None
@@ -110,7 +114,7 @@ def _one_term(inv: "Inventory", expr: str, said: str) -> list[str]:
     return picked
 
 
-def _matches(inv: "Inventory", expr: str, said: str) -> list[str]:
+def _matches(inv: Inventory, expr: str, said: str) -> list[str]:
     """A term's hosts: the groups it matches (each group's hosts in Ansible's order), then, where no group matched
     or the term is a wildcard or a regular expression, the hosts it matches. A group without hosts is a match."""
     try:
@@ -144,7 +148,7 @@ def _retry_file(name: str, term: str) -> list[str]:
     return lines
 
 
-def children(inv: "Inventory", name: str) -> list[str]:
+def children(inv: Inventory, name: str) -> list[str]:
     """A group's child groups; `all`'s are `ungrouped`, those the file put under it, then every group without a
     parent, in the order the file made them (as Ansible reconciles an inventory)."""
     listed = [c for c in inv.groups[name].children if c in inv.groups] if name in inv.groups else []
@@ -155,7 +159,7 @@ def children(inv: "Inventory", name: str) -> list[str]:
     return list(dict.fromkeys(["ungrouped", *listed, *top]))
 
 
-def group_hosts(inv: "Inventory", name: str) -> list[str]:
+def group_hosts(inv: Inventory, name: str) -> list[str]:
     """A group's hosts in Ansible's order: its own, then its children's, level by level, each once. `ungrouped`
     holds only the hosts no other group (but `all`) holds."""
     order, seen, frontier = [name], {name}, [name]

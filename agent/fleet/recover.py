@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+from agent.fleet.host import FAILED, RESTORED, ROLLBACK_REQUEST, HostOutcome, RecipeModel, host_goal, last_line_hash
 from agent.fleet.recipe import Recipe
 from agent.goal import HostEntry
 
@@ -68,8 +69,6 @@ def restore_killed(recipe: Recipe, entry: HostEntry, killed: Path, transcript: P
     """`entry` put back from the backup `killed` (its transcript, without an end) recorded, in a session recorded
     in `transcript`: a HostOutcome, RESTORED when it is as it was, FAILED with why when not."""
     from agent.finish import read_end  # lazy: the fleet's start-up stays small
-    from agent.fleet.rollout import FAILED, RESTORED, ROLLBACK_REQUEST, HostOutcome, RecipeModel, host_goal, \
-        last_line_hash  # lazy: the rollout imports this module
     from agent.loop import Outcome  # lazy: with a session
     from agent.preflight import reach_hosts  # lazy: as above
     from agent.record.transcript import TranscriptError, read_part, untrusted, verify  # lazy: with a resume
