@@ -311,3 +311,78 @@ def test_the_advice_for_an_unknown_host_key_in_a_fleet_is_one_agent_fleet_takes(
     assert "unrecognized arguments" not in again.stderr, again.stderr
     assert again.returncode == 0, again.stderr[-3000:]
     upgraded(sim)
+
+
+# --------------------------------------------------------------------------- 4. a rollout killed mid-change
+
+
+def test_over_ssh_a_host_left_mid_change_by_a_killed_rollout_is_restored_then_upgraded_on_resume(
+        recipe, tmp_path, sshd_factory, client_key):
+    """SIGKILL of `agent fleet` and all it started while gpu01's toolkit installs over SSH: gpu01's record has no
+    end. `--resume` reads its backup back over SSH against the hashes that record holds, restores gpu01 in a
+    session of its own (the new toolkit gone, torch as it was), then upgrades it; gpu02, never started, is
+    upgraded too; every record verifies."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from fleet_runs import env_for
+
+    sims, servers = {}, {}
+    for name in ("gpu01", "gpu02"):
+        sims[name], servers[name] = sim_behind_sshd(tmp_path, sshd_factory, name, keys=[client_key])
+    home = client_home(tmp_path, list(servers.values()))
+    user = servers["gpu01"].user
+    inv = write_inventory(tmp_path / "hosts.ini", {"gpu": {
+        name: {"ansible_host": "127.0.0.1", "ansible_port": s.port, "ansible_user": user,
+               "ansible_ssh_private_key_file": client_key} for name, s in servers.items()}},
+        {"agent_python": "/opt/venv/bin/python", "agent_path_prefix": repr(VENV)})
+    out = tmp_path / "rollout"
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "fleet", str(recipe), "-i", str(inv), "--dir", str(out)],
+                            cwd=root, env=env_for(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    first = out / "gpu01.jsonl"
+    deadline = time.monotonic() + 300
+    while not any(e.get("type") == "intent" and e.get("tool") == "install_runfile"
+                  for e in (_whole_events(first) if first.exists() else [])):
+        assert time.monotonic() < deadline and proc.poll() is None, "install_runfile never began"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    # The command the killed process started runs on in the host's own sshd session until it ends, as on a real
+    # host: wait for it, as an operator would before resuming.
+    while subprocess.run(["pgrep", "-f", str(sims["gpu01"].root) + ".*cuda"], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "the remote installer never ended"
+        time.sleep(0.2)
+    assert _whole_events(first)[-1]["type"] != "session_end"
+
+    r = agent("fleet", str(recipe), "-i", str(inv), "--resume", str(out), home=home)
+
+    assert r.returncode == 0, r.stderr[-3000:]
+    restore = out / "gpu01-2.jsonl"
+    assert verify(restore).ok, verify(restore).problems
+    evs = events(restore)
+    assert [(e["tool"], e.get("status")) for e in evs if e["type"] == "tool_result"] == [("restore_backup", "ok")]
+    state = [e for e in evs if e["type"] == "final_state"][-1]["inspect"]
+    assert [t["version"] for t in state["toolkits"]] == ["12.8"] and state["python"]["torch"] == "2.10.0+cu128"
+    final = {e["host"]: e for e in events(out / "fleet-2.jsonl") if e["type"] == "fleet_host"}
+    assert final["gpu01"]["ended"] == final["gpu02"]["ended"] == "upgraded", final
+    assert final["gpu01"]["restored_first"] == str(restore)
+    for sim in sims.values():
+        upgraded(sim)
+    shown = agent("show", "--verify", str(out / "fleet-2.jsonl"), home=home)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+
+
+def _whole_events(path: Path) -> list[dict]:
+    import json
+
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:  # the last line, half written
+            pass
+    return out
