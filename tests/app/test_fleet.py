@@ -363,6 +363,31 @@ def test_a_host_interrupted_after_a_step_is_restored_and_the_resumed_rollout_upg
     assert shown.returncode == 0, shown.stdout + shown.stderr
 
 
+def test_sigterm_during_the_last_step_lets_the_host_finish_and_the_resume_does_the_rest(recipe, tmp_path):
+    """SIGTERM while gpu01's last step (the wheels) runs: the step completes, so the host is finished (benchmark
+    after, checks, gate) and ends upgraded, neither restored nor half-changed; gpu02 never starts. --resume
+    carries gpu01 over and upgrades gpu02."""
+    import signal
+
+    inv = inventory(tmp_path / "hosts.ini", {"gpu01": "", "gpu02": ""})
+    out = tmp_path / "rollout"
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "fleet", str(recipe), "-i", str(inv), "--dir", str(out)],
+                            cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    wait_for_intent(out / "gpu01.jsonl", "pip_install")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 143, err[-2000:]
+    hosts = check_record(out)
+    assert hosts["gpu01"]["ended"] == "upgraded" and hosts["gpu02"]["status"] == "not run", hosts
+    assert [t for t, s in changes(out / "gpu01.jsonl") if s == "ok"] == ["pip_freeze_backup", "install_runfile",
+                                                                        "pip_install"]
+    r = agent("fleet", str(recipe), "-i", str(inv), "--resume", str(out), home=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    final = {e["host"]: e for e in events(out / "fleet-2.jsonl") if e["type"] == "fleet_host"}
+    assert final["gpu01"]["carried"] and final["gpu02"]["ended"] == "upgraded"
+
+
 def test_a_rollout_killed_mid_change_is_resumed_by_restoring_the_host_from_its_recorded_backup(recipe, tmp_path):
     """SIGKILL of the rollout and everything it started (as a crash of the machine running it would) while gpu01's
     toolkit installs: its record has no end, the host is between two stacks. --resume trusts the backup that
