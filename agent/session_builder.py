@@ -19,7 +19,7 @@ from agent.host_specs import describe_host, host_spec
 from agent.loop import Session
 from agent.model import Model, ModelError
 from agent.model.openai_client import OpenAIModel
-from agent.record.transcript import Redactor, TranscriptWriter
+from agent.record.transcript import Redactor, TranscriptWriter, remember_session
 from agent.safety.policy import Approver, Authorization, SafetyPolicy
 from prompts import system_prompt
 from tools import default_tools
@@ -100,6 +100,8 @@ def build_session(
                       budget=budget, listeners=listeners, start_info=info)
     # Host-layer events (a host key trusted by the operator) belong in the record too.
     pool.on_event = lambda kind, data: session.emit(kind, **data)
+    if transcript is not None and not info.get("fleet"):  # a rollout's hosts are listed through its own record
+        remember_session(transcript)
     return Built(session=session, hosts=pool, transcript=transcript, sims=built_sims)
 
 

@@ -427,14 +427,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("sessions", help="recent sessions: finished, interrupted or failed, and how to resume",
-                       description=_para("List the recent sessions of the transcript directory (newest first): their "
-                                         "status, hosts, goal and start, and for each interrupted run the command "
-                                         "that resumes it."),
-                       epilog="exit codes: 0 listed (also when there are none); 2 usage error",
+                       description=_para("List the recent sessions (newest first): those of the transcript directory "
+                                         "and those written elsewhere (--transcript, agent demo --dir, a rollout's "
+                                         "--dir); their status, hosts, goal and start, and for each interrupted run "
+                                         "the command that resumes it. --prune removes the simulated hosts that no "
+                                         "session needs any more (each takes some 30 MB), saying how much it freed."),
+                       epilog="examples:\n"
+                              "  agent sessions                    the last 20\n"
+                              "  agent sessions --prune --dry-run  what --prune would remove\n"
+                              "  agent sessions --prune --older-than 0\n\n"
+                              "exit codes: 0 listed or pruned (also when there are none); 2 usage error",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--json", action="store_true", help="one JSON array of sessions")
+    p.add_argument("--json", action="store_true", help="one JSON array of sessions (with --prune: what it removed)")
     p.add_argument("--limit", type=int, default=20, metavar="N", help="at most N sessions (default 20)")
     p.add_argument("--dir", help="the transcript directory (default: where run, chat and demo write them)")
+    p.add_argument("--prune", action="store_true",
+                   help="remove the simulated hosts of finished or failed runs, demos and rollouts, and of every "
+                        "session older than --older-than days; keeps those a session can still be resumed on, and "
+                        "every transcript and report")
+    p.add_argument("--older-than", type=float, default=7, metavar="DAYS",
+                   help="with --prune: sessions started this many days ago or more lose their sims even if they "
+                        "could be resumed (default 7)")
+    p.add_argument("--dry-run", action="store_true", help="with --prune: say what would be removed, remove nothing")
     p.set_defaults(func=cmd_sessions)
 
     p = sub.add_parser("chat", help="interactive session; you approve risky steps in the terminal",

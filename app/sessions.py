@@ -14,14 +14,17 @@ directory of long sessions stays quick. Status:
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
 
-from agent.record.transcript import default_transcript_dir, first_event, line_hash
+from agent.record.transcript import default_transcript_dir, first_event, line_hash, session_index
 from agent.report.build import MAX_PARTS, operator_request
 from app.exit_codes import ExitCode
+from tools.hosts.sim import STATE_DIR
 
 TAIL_BYTES = 256 * 1024  # the end of a transcript that holds its goal_result and session_end
 HEAD_BYTES = 256 * 1024  # the start of a chat, where its first request lies
@@ -29,6 +32,8 @@ HEAD_BYTES = 256 * 1024  # the start of a chat, where its first request lies
 
 def list_sessions(args) -> int:
     where = Path(args.dir) if args.dir else default_transcript_dir()
+    if getattr(args, "prune", False):
+        return prune(where, args.older_than, args.dry_run, args.json)
     if args.limit < 1:
         print(f"agent: --limit {args.limit}: give a number of sessions, at least 1", file=sys.stderr)
         return ExitCode.USAGE
@@ -55,12 +60,29 @@ def list_sessions(args) -> int:
     return ExitCode.OK
 
 
+def transcript_paths(where: Path) -> list[Path]:
+    """The transcripts of `where`, and (for the default directory) those the product wrote elsewhere, as the
+    session index lists them (agent/record/transcript.py remember_session); newest first."""
+    paths = set(where.glob("*.jsonl")) if where.is_dir() else set()
+    if where == default_transcript_dir():
+        try:
+            listed = session_index().read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            listed = []
+        paths |= {Path(line) for line in listed if line.strip()}
+    dated = []
+    for p in paths:
+        try:
+            if p.is_file():
+                dated.append((p.stat().st_mtime, p))
+        except OSError:
+            continue
+    return [p for _, p in sorted(dated, key=lambda d: d[0], reverse=True)]
+
+
 def sessions(where: Path) -> list[dict]:
-    """Every transcript of `where`, newest first, as a summary."""
-    if not where.is_dir():
-        return []
-    paths = sorted(where.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
-    found = [s for s in (summary(p) for p in paths) if s is not None]
+    """Every transcript of `where` (and of the session index), newest first, as a summary."""
+    found = [s for s in (summary(p) for p in transcript_paths(where)) if s is not None]
     resumed_by = {s["resumes"]: s["path"] for s in found
                   if s.get("resumes") and (s["parts"] > 1 or not s.get("link_problem"))}  # a link that holds
     for s in found:
@@ -193,3 +215,84 @@ def _last_events(path: Path) -> list[dict]:
         except ValueError:
             continue
     return out
+
+
+# --------------------------------------------------------------------------- --prune
+
+
+def prune(where: Path, older_than_days: float, dry_run: bool, as_json: bool) -> int:
+    """Remove the simulated hosts of the sessions that no longer need them: those started more than
+    `older_than_days` ago, and finished or failed runs, demos and rollouts of any age. A simulated host a session
+    that can still be resumed (an interrupted run, any chat, a stopped rollout) goes on on is kept, whatever else
+    names it; transcripts and reports are the record, and are never removed."""
+    if older_than_days < 0:
+        print(f"agent: --older-than {older_than_days:g}: give a number of days, 0 or more", file=sys.stderr)
+        return ExitCode.USAGE
+    cutoff = time.time() - older_than_days * 86400
+    keep: set[Path] = set()
+    drop: dict[Path, str] = {}  # a sim's root -> the session it was made for
+    for s in sessions(where):
+        roots = sim_roots(Path(s["path"]))
+        needed = s["command"] == "chat" or s["status"] == "interrupted" or s.get("status") == "resumed"
+        if (s["session_started"] or s["started"] or 0) < cutoff or not needed:
+            drop.update({root: s["path"] for root in roots})
+        else:
+            keep.update(roots)
+    removed, freed = [], 0
+    for root, session in sorted(drop.items()):
+        if root in keep:
+            continue
+        size = _size(root)
+        if not dry_run:
+            shutil.rmtree(root, onerror=_writable_then_retry)
+            if root.exists():
+                print(f"agent: could not remove all of {root}", file=sys.stderr)
+                continue
+        removed.append({"sim": str(root), "session": session, "bytes": size})
+        freed += size
+    if as_json:
+        print(json.dumps({"removed": removed, "freed_bytes": freed, "dry_run": dry_run}, indent=2))
+        return ExitCode.OK
+    for r in removed:
+        print(f"{'would remove' if dry_run else 'removed'} {r['sim']} ({_mib(r['bytes'])}, of {r['session']})")
+    verb = "would free" if dry_run else "freed"
+    print(f"{len(removed)} simulated host{'s' * (len(removed) != 1)}, {verb} {_mib(freed)}; "
+          f"{len(keep)} kept for sessions that can still be resumed; transcripts and reports are kept")
+    return ExitCode.OK
+
+
+def sim_roots(path: Path) -> set[Path]:
+    """The simulated hosts a session ran on, as its first line records them (a rollout: every host under its
+    `sims` folder), each only if it is one: a folder with a sim's state in it, nothing else is ever removed."""
+    start = first_event(path) or {}
+    named = [Path(str(r)) for r in (start.get("sim_roots") or {}).values()]
+    sims = (start.get("plan") or {}).get("sims") if start.get("command") == "fleet" else None
+    if sims and Path(str(sims)).is_dir():
+        named += [p for p in Path(str(sims)).iterdir()]
+    return {p for p in named if p.is_dir() and not p.is_symlink() and (p / STATE_DIR / "state.json").is_file()}
+
+
+def _size(root: Path) -> int:
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(root):  # links are not followed: only the sim's own files count
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
+def _writable_then_retry(func, path, _exc) -> None:
+    """A sim has read-only folders (as a real /usr has): made writable by their owner, then removed."""
+    try:
+        os.chmod(os.path.dirname(path), 0o700)
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, 0o700)
+        func(path)
+    except OSError:
+        pass
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"

@@ -215,7 +215,7 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
     the path of its session's transcript, `out_dir/ask/<host>.jsonl`; what it returns replaces the host's outcome,
     None leaves the host held. `check`: every host inspected and judged, in batches, none changed. `warnings`: what
     the operator was told before it began (recipe edits, inventory variables not honoured), kept in the record."""
-    from agent.record.transcript import Redactor, TranscriptWriter  # lazy: the record's writer, with the rollout
+    from agent.record.transcript import Redactor, TranscriptWriter, remember_session  # lazy: with the rollout
     from agent.session_builder import versions  # lazy: the versions read the SDK's
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -224,6 +224,7 @@ def roll_out(recipe: Recipe, recipe_path: Path, entries: list[HostEntry], *, can
     part = 1 + sum(1 for _ in out_dir.glob("fleet*.jsonl")) if resumes else 1
     fleet_path = out_dir / ("fleet.jsonl" if part == 1 else f"fleet-{part}.jsonl")
     writer = TranscriptWriter(fleet_path, Redactor())
+    remember_session(fleet_path)
     by_name = {e.name: e for e in entries}
     done_before = {o.host for o in carried}
     proven = any(o.status == CHANGED for o in carried)  # a canary, or a later host, changed and passed

@@ -449,6 +449,27 @@ def default_transcript_dir() -> Path:
     return Path(base) / "upgrade-agent" / "transcripts"
 
 
+def session_index() -> Path:
+    """The list of sessions written outside the transcript directory (`--transcript`, `agent demo --dir`, a
+    rollout's `--dir`), one path a line, so that `agent sessions` finds every session the product wrote."""
+    return default_transcript_dir().parent / "sessions.index"
+
+
+def remember_session(path: Path) -> None:
+    """Add a session's transcript to the index, unless it lies in the transcript directory (listed anyway). A
+    listing is a convenience: a session never fails for it (a read-only data directory, a full disk)."""
+    where = Path(os.path.abspath(path))
+    if where.parent == default_transcript_dir() or "\n" in str(where):
+        return
+    index = session_index()
+    try:
+        index.parent.mkdir(parents=True, exist_ok=True)
+        with open(index, "a", encoding="utf-8") as f:
+            f.write(f"{where}\n")
+    except OSError:
+        pass
+
+
 def new_transcript_path(prefix: str = "session") -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     d = default_transcript_dir()

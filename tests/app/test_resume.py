@@ -191,11 +191,64 @@ def test_sessions_lists_the_stopped_run_with_its_resume_command_and_finished_one
     shutil.copy(first, data / "run-1.jsonl")
     shutil.copy(ROOT / "transcripts" / "cuda13-upgrade.jsonl", data / "run-0.jsonl")
     os.utime(data / "run-0.jsonl", (1, 1))  # older
+    os.utime(first, (0, 0))  # older still: the run written with --transcript, listed through the session index
     r = agent("sessions", "--json", tmp_path=tmp_path)
     assert r.returncode == 0, r.stderr
     listed = json.loads(r.stdout)
-    assert [s["status"] for s in listed] == ["interrupted", "finished"]
+    assert [(s["status"], s["path"]) for s in listed] == [("interrupted", str(data / "run-1.jsonl")),
+                                                          ("finished", str(data / "run-0.jsonl")),
+                                                          ("interrupted", str(first))]
     assert listed[0]["resume"] == f"agent resume {data / 'run-1.jsonl'}" and listed[0]["hosts"] == ["local"]
     assert "resume" not in listed[1] and listed[1]["goal"].startswith("Upgrade host sim")
     shown = agent("sessions", tmp_path=tmp_path)
     assert f"resume: agent resume {data / 'run-1.jsonl'}" in shown.stdout
+
+
+def test_sessions_lists_a_demo_written_elsewhere_and_prune_removes_only_sims_no_session_needs(tmp_path):
+    """`agent demo --dir D` is listed; --prune --dry-run says what it would free and removes nothing; --prune removes
+    the finished demo's sim (its transcript and report stay) and keeps the sim of a run that can still be resumed,
+    until it is older than --older-than."""
+    demo = tmp_path / "demo"
+    env = {k: v for k, v in env_for(tmp_path).items() if not k.startswith("OPENAI_")}  # the recorded model turns
+    r = subprocess.run([sys.executable, "-m", "app.cli", "demo", "--dir", str(demo)], capture_output=True, text=True,
+                       env=env, cwd=ROOT, timeout=240, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    # A stopped run on a sim of its own: its record has no end, so it can be resumed, and its sim is kept.
+    kept = tmp_path / "stopped-sim"
+    (kept / ".sim").mkdir(parents=True)
+    (kept / ".sim" / "state.json").write_text("{}")
+    (kept / "big").write_bytes(b"x" * 100_000)
+    stopped = tmp_path / "stopped.jsonl"
+    stopped.write_text(json.dumps({"type": "session_start", "t": time.time(), "command": "run", "goal": "stopped",
+                                   "goal_file": str(tmp_path / "g.yaml"), "hosts": ["box"],
+                                   "sim_roots": {"box": str(kept)}}) + "\n")
+    index = tmp_path / "data" / "upgrade-agent" / "sessions.index"
+    index.write_text(index.read_text() + f"{stopped}\n")
+    listed = json.loads(agent("sessions", "--json", tmp_path=tmp_path).stdout)
+    assert str(demo / "demo.jsonl") in [s["path"] for s in listed] and str(stopped) in [s["path"] for s in listed]
+
+    r = agent("sessions", "--prune", "--dry-run", "--json", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    said = json.loads(r.stdout)
+    assert [x["sim"] for x in said["removed"]] == [str(demo / "sim")] and said["freed_bytes"] > 10 * 2**20
+    assert (demo / "sim").is_dir()
+    r = agent("sessions", "--prune", tmp_path=tmp_path)
+    assert r.returncode == 0 and f"removed {demo / 'sim'}" in r.stdout and "1 kept" in r.stdout, r.stdout
+    assert not (demo / "sim").exists() and (demo / "demo.jsonl").is_file() and kept.is_dir()
+    assert list(demo.glob("*.md")), "the report stays"
+    r = agent("sessions", "--prune", "--older-than", "0", tmp_path=tmp_path)
+    assert r.returncode == 0 and not kept.exists() and stopped.is_file(), r.stdout
+
+
+def test_a_rollouts_sims_are_its_sims_folder_and_nothing_that_is_not_a_sim(tmp_path):
+    from app.sessions import sim_roots
+
+    sims = tmp_path / "rollout" / "sims"
+    for name in ("gpu01", "gpu02"):
+        (sims / name / ".sim").mkdir(parents=True)
+        (sims / name / ".sim" / "state.json").write_text("{}")
+    (sims / "notes").mkdir()  # not a sim: never removed
+    (sims / "link").symlink_to(sims / "gpu01")
+    record = tmp_path / "rollout" / "fleet.jsonl"
+    record.write_text(json.dumps({"type": "session_start", "command": "fleet", "plan": {"sims": str(sims)}}) + "\n")
+    assert sim_roots(record) == {sims / "gpu01", sims / "gpu02"}
