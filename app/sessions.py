@@ -238,6 +238,8 @@ def prune(where: Path, older_than_days: float, dry_run: bool, as_json: bool) -> 
             drop.update({root: s["path"] for root in roots})
         else:
             keep.update(roots)
+    if not dry_run:
+        _compact_index()
     removed, freed = [], 0
     for root, session in sorted(drop.items()):
         if root in keep:
@@ -259,6 +261,20 @@ def prune(where: Path, older_than_days: float, dry_run: bool, as_json: bool) -> 
     print(f"{len(removed)} simulated host{'s' * (len(removed) != 1)}, {verb} {_mib(freed)}; "
           f"{len(keep)} kept for sessions that can still be resumed; transcripts and reports are kept")
     return ExitCode.OK
+
+
+def _compact_index() -> None:
+    """The session index without the transcripts that are gone, each listed once."""
+    index = session_index()
+    try:
+        listed = index.read_text(encoding="utf-8", errors="replace").splitlines()
+        there = [line for line in dict.fromkeys(listed) if line.strip() and Path(line).is_file()]
+        if len(there) != len(listed):
+            tmp = index.with_name(index.name + ".tmp")
+            tmp.write_text("".join(f"{line}\n" for line in there), encoding="utf-8")
+            os.replace(tmp, index)
+    except OSError:
+        pass
 
 
 def sim_roots(path: Path) -> set[Path]:
