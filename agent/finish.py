@@ -64,7 +64,9 @@ def finish(session: Session, outcome: Outcome, goal: Goal | None = None) -> Verd
     failures: list[str] = []
     checks_ok: bool | None = None
     try:
-        checks_ok = read_end(session, goal, outcome, failures)
+        # The model never answered and nothing ran: the hosts are as they were, and checks would only say so.
+        idle = outcome.status == "model_error" and session.tool_calls == 0
+        checks_ok = read_end(session, goal, outcome, failures, run_checks=not idle)
     except KeyboardInterrupt as e:
         outcome = Outcome("interrupted", f"{interruption_reason(e)} during the final checks")
     session.ending = outcome

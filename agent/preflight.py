@@ -64,3 +64,28 @@ def _key_file(key_type: str) -> str:
         if short in key_type:
             return short
     return "*"
+
+
+def model_server_problem(base_url: str | None, timeout_s: float = 3.0) -> str | None:
+    """Why nothing can be asked of the model server at `base_url` (no such name, nothing listening), found in a
+    moment before any host is touched or a sim is built; None when a connection opens (what the server then
+    answers is the session's business, with its retries). Only an address the operator gave is tried."""
+    import socket  # lazy: only a run with an explicit endpoint
+    from urllib.parse import urlsplit
+
+    if not base_url:
+        return None
+    try:
+        parts = urlsplit(base_url)
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as e:
+        return f"the model server address {base_url!r} is not a URL ({e})"
+    if parts.scheme not in ("http", "https") or not host:
+        return f"the model server address {base_url!r} is not an http(s) URL"
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except socket.gaierror as e:
+        return f"cannot reach model server {base_url}: no address for {host} ({e.strerror})"
+    except OSError as e:
+        return f"cannot reach model server {base_url}: {e.strerror or e}"
+    return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import os
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -13,7 +14,7 @@ from agent.errors import SessionConfigError, interruption_reason
 from agent.finish import finish, write_end_report
 from agent.goal import Goal, GoalError, HostEntry, load_goal
 from agent.loop import Outcome, Session
-from agent.preflight import Unreached, reach_hosts
+from agent.preflight import Unreached, model_server_problem, reach_hosts
 from agent.record.transcript import iter_events, new_transcript_path
 from agent.report import check_report
 from agent.session_builder import build_session, goal_budget, goal_message, make_model
@@ -34,6 +35,11 @@ def run_goal(args) -> int:
             raise SessionConfigError(str(e)) from None
         trust_flagged_keys(goal, args.trust_host_key)
         model = make_model(args.model or goal.model, args.base_url or goal.base_url, args.model_timeout)
+        down = model_server_problem(args.base_url or goal.base_url or os.environ.get("OPENAI_BASE_URL"))
+        if down:  # said at once, before a sim is built or a host reached: nothing started, nothing to record
+            print(f"agent: {down}: check --base-url / OPENAI_BASE_URL and that the server is running",
+                  file=sys.stderr)
+            return ExitCode.MODEL
         path = Path(args.transcript) if args.transcript else new_transcript_path("run")
         view = JsonLines() if args.json else make_view(verbosity=getattr(args, "verbosity", None))
         built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,

@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from fake_openai import FakeOpenAI, Reply
+from fake_openai import FakeOpenAI, Reply, Status
 from sshd import closed_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,9 +154,23 @@ def test_a_run_ends_with_its_tokens_and_their_cost_as_the_server_reported_them(t
                   home=tmp_path, env={"UPGRADE_AGENT_PRICE": "2.00/8.00"})
     assert "tokens: 2,000 prompt + 30 completion = 2,030 over 2 turns (as the server reported them)" in r.stderr
     assert "cost: $0.0042" in r.stderr, r.stderr  # 2,000 x $2 + 30 x $8 per million
-    without = agent("run", str(goal), "--base-url", "http://127.0.0.1:9/v1", "--model", "test-model",
-                    "--transcript", str(tmp_path / "u.jsonl"), home=tmp_path, timeout=120)
+    with FakeOpenAI([Status(400, message="no such model")]) as srv:  # it answers, and never with a reply
+        without = agent("run", str(goal), "--base-url", srv.base_url, "--model", "test-model",
+                        "--transcript", str(tmp_path / "u.jsonl"), home=tmp_path, timeout=120)
     assert "tokens: none (no request reached the model)" in without.stderr, without.stderr
+    # The model never answered and nothing ran: no check is run to say the hosts are as they were.
+    assert not [e for e in events(tmp_path / "u.jsonl") if e["type"] == "check"]
+
+
+def test_a_model_server_nobody_listens_on_is_said_at_once_before_any_host_is_touched(tmp_path):
+    """It took 27 s (the sim built, five tries, the checks run on an untouched host); it is one line now, exit 5,
+    with no sim built and no transcript (nothing started)."""
+    goal = goal_file(tmp_path, "goal: look\nhosts: [sim]\nbudget: {turns: 3}\n")
+    r = agent("run", str(goal), "--base-url", f"http://127.0.0.1:{closed_port()}/v1", "--transcript",
+              str(tmp_path / "t.jsonl"), home=tmp_path, timeout=120)
+    assert r.returncode == 5 and r.stderr.count("\n") == 1, r.stderr
+    assert "cannot reach model server" in r.stderr and "Connection refused" in r.stderr
+    assert not (tmp_path / "t.jsonl").exists() and not list(tmp_path.glob("**/upgrade-agent-sim-*"))
 
 
 def test_a_command_too_large_for_the_system_is_answered_to_the_model_in_one_line(tmp_path):
@@ -234,15 +248,17 @@ def test_an_interrupt_while_the_session_is_built_leaves_no_empty_transcript_and_
     exactly there: just after the transcript is opened, before the session starts."""
     goal = goal_file(tmp_path, "goal: look\nhosts: [local]\nbudget: {turns: 3}\n")
     transcript = tmp_path / "t.jsonl"
-    code = ("import sys, agent.session_builder as sb\n"
-            "def interrupted(*a, **k):\n    raise KeyboardInterrupt\n"
-            "sb.HostPool = interrupted\n"
-            "from app.cli import main\n"
-            f"sys.exit(main(['run', {str(goal)!r}, '--base-url', 'http://127.0.0.1:9/v1', '--transcript', "
-            f"{str(transcript)!r}]))\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_"))}
     env.update({"PYTHONPATH": str(ROOT), "HOME": str(tmp_path), "OPENAI_API_KEY": "x"})
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    with FakeOpenAI([]) as srv:  # listening, never asked
+        code = ("import sys, agent.session_builder as sb\n"
+                "def interrupted(*a, **k):\n    raise KeyboardInterrupt\n"
+                "sb.HostPool = interrupted\n"
+                "from app.cli import main\n"
+                f"sys.exit(main(['run', {str(goal)!r}, '--base-url', {srv.base_url!r}, '--transcript', "
+                f"{str(transcript)!r}]))\n")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+                           timeout=120)
     assert r.returncode == 130, r.stderr
     assert not transcript.exists()
     assert r.stderr.strip().splitlines()[-1] == (f"agent: interrupted by the operator before the session started: "
