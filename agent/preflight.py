@@ -44,7 +44,8 @@ def _reach(pool: HostPool, name: str, timeout_s: float) -> tuple[str, bool] | No
     except ChangedHostKeyError as e:
         return str(e), True
     except HostError as e:
-        return f"cannot reach {name}: {e}", False
+        said = str(e)
+        return f"cannot reach {name}: {said.removeprefix(name + ': ')}", False
     if result.timed_out:
         return f"cannot reach {name}: `true` did not finish within {timeout_s:g} s", False
     if result.connection_lost:

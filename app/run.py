@@ -57,11 +57,12 @@ def print_ending(path: Path, unreached: list[Unreached], json_out: bool, resumes
     """After a run (or a resumed one): the report file, the hosts not reached, the claims check, the tokens and
     their cost, and where the transcript and report lie."""
     report, report_file = write_end_report(path)  # read once, for the report file and the claims check alike
-    for problem in unreached:
+    for problem in unreached:  # on stderr too, for a script that reads only that (the verdict line names them)
         print(f"agent: {problem.problem}", file=sys.stderr)
     if not json_out:
-        # The model's final answer is its own words: what it says is compared with what was measured.
-        for line in check_report(report).lines():
+        # The model's final answer is its own words: what it says is compared with what was measured (a run
+        # that never started has none to compare).
+        for line in check_report(report).lines() if not unreached else []:
             print(line, file=sys.stderr)
         for line in session_usage_lines(iter_events(path), server):
             print(line, file=sys.stderr)
@@ -143,8 +144,8 @@ def preflight_failed(session: Session, unreached: list[Unreached]) -> ExitCode:
     """End a run whose hosts could not all be reached, before its first model turn: exit 2."""
     for problem in unreached:
         session.emit("preflight", host=problem.host, ok=False, problem=problem.problem)
-    names = ", ".join(p.host for p in unreached)
-    reason = f"not started: {names} could not be reached before the first model turn"
+    # The cause in the verdict's own line (a DNS typo, a refused port, a host key), not lines further down.
+    reason = "not started: " + "; ".join(p.problem for p in unreached)
     session.emit("goal_result", met=False, verdict="not started", exit_code=int(ExitCode.USAGE), reason=reason,
                  checks_ok=None)
     session.ending = Outcome("preflight", reason)

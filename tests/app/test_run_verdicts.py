@@ -105,6 +105,10 @@ def test_an_unreachable_host_ends_the_run_before_the_model_is_asked(tmp_path):
         assert srv.requests == []
     assert r.returncode == 2
     assert [x for x in r.stderr.splitlines() if x.startswith("agent: cannot reach box:")], r.stderr
+    # The cause in the verdict's own line too, the second the run prints (it was only in the fourth of eight).
+    verdict = r.stdout.splitlines()[1]
+    assert verdict.startswith("NOT STARTED: not started: cannot reach box: ") and "refused" in verdict, r.stdout
+    assert "cannot reach box: box:" not in r.stderr and "Checked against the record" not in r.stderr
     assert "Traceback" not in r.stderr
 
 
