@@ -19,7 +19,7 @@ from agent.safety.policy import SafetyPolicy
 from app.exit_codes import ExitCode
 from app.ui.plain import LiveOutput
 from tools.sandbox import SandboxedHosts, loopback_ports
-from tools.base import ArgumentError, ArtifactStore, ToolContext
+from tools.base import ArgumentError, ArtifactStore, RiskClass, ToolContext
 from tools.hosts import HostError, HostPool, HostSpec, SSHSettings
 from tools.ssh_exec import SSHExec
 
@@ -45,9 +45,7 @@ def exec_one(args) -> int:
     policy = SafetyPolicy(scope={spec.name}, mode="scripted")
     decision = policy.decide(tool.name, action)
     if not decision.allowed:
-        print(f"agent: {decision.message_for_model()}", file=sys.stderr)
-        print("agent: `agent exec` runs read-only commands only; use `agent chat` to approve changes",
-              file=sys.stderr)
+        print(f"agent: {refusal_for_operator(decision, spec.name)}", file=sys.stderr)
         return ExitCode.REFUSED
     # The gate judged the command as given; what runs adds only a shell option and a report of the
     # last pipeline's statuses, so that `false | cat` fails as it does under `set -o pipefail`.
@@ -101,6 +99,16 @@ def exec_one(args) -> int:
     if data.get("connection_lost"):
         print("agent: connection lost during the command; it was not re-run", file=sys.stderr)
     return code if isinstance(code, int) else ExitCode.FAILED
+
+
+def refusal_for_operator(decision, host: str) -> str:
+    """Why `agent exec` did not run a command, in words for the person who typed it (what the model reads speaks of
+    goal files and of scripted runs that never ask, which this is not)."""
+    risk = decision.risk
+    if decision.rule == "not-authorized" and risk.cls in (RiskClass.MUTATING, RiskClass.DESTRUCTIVE):
+        return (f"not run: `agent exec` runs only commands that read, and this is a {risk.cls.value} step "
+                f"({risk.reason}); to run it with your approval and a backup first: agent chat --host {host}")
+    return f"not run: {decision.reason}"
 
 
 def check_host_name(spec: HostSpec) -> None:

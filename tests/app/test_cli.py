@@ -56,7 +56,10 @@ def test_exec_runs_read_only_commands_and_refuses_the_rest():
     r = agent("exec", "local", "--", "echo", "hello from exec")
     assert r.returncode == 0 and "hello from exec" in r.stdout
     r = agent("exec", "local", "--", "touch", "/tmp/should-not-exist-upgrade-agent")
-    assert r.returncode == 3 and "read-only commands only" in r.stderr
+    assert r.returncode == 3 and "`agent exec` runs only commands that read" in r.stderr, r.stderr
+    assert "agent chat --host local" in r.stderr and r.stderr.count("\n") == 1
+    # Words for the operator, not the model's: no goal file is involved, and a person can be asked.
+    assert "goal file" not in r.stderr and "never asks" not in r.stderr
     assert not Path("/tmp/should-not-exist-upgrade-agent").exists()
     r = agent("exec", "local", "--", "sh", "-c", "exit 7")
     assert r.returncode == 3  # sh -c is a wrapper: never read-only
