@@ -128,15 +128,21 @@ def judge(outcome: Outcome, session: Session, checks_ok: bool | None, failures: 
         return plan_verdict(session.gate.planned)
     failed = session.failed_calls
     blocked = refused_changes(session)
-    why_refused = (f"the change `{_short(blocked[0].subject)}` on {blocked[0].host or '-'} was refused "
-                   f"[{blocked[0].rule}]: {_short(blocked[0].reason, 200)}" if blocked else "")
+    # A change the operator declined is their choice, not the safety layer's refusal (exit 3 says: fix the goal
+    # file's authorizations): said as theirs, and the goal is simply not met.
+    declined = bool(blocked) and all(d.rule == "declined" for d in blocked)
+    refused_code = ExitCode.FAILED if declined else ExitCode.REFUSED
+    why_refused = ("" if not blocked else
+                   f"you declined the change `{_short(blocked[0].subject)}` on {blocked[0].host or '-'}" if declined
+                   else f"the change `{_short(blocked[0].subject)}` on {blocked[0].host or '-'} was refused "
+                        f"[{blocked[0].rule}]: {_short(blocked[0].reason, 200)}")
     if checks_ok is True:
         also = f" ({failed} step{'s' * (failed != 1)} failed on the way)" if failed else ""
         return Verdict(ExitCode.OK, "met", f"the success checks passed{also}")
     if checks_ok is False:
         named = _checks_named(failures or [])
         if blocked:
-            return Verdict(ExitCode.REFUSED, "not met", f"{named}; {why_refused}")
+            return Verdict(refused_code, "not met", f"{named}; {why_refused}")
         steps = f"; {failed} step{'s' * (failed != 1)} failed" if failed else ""
         return Verdict(ExitCode.FAILED, "not met", named + steps)
     if outcome.status != "done":
@@ -145,7 +151,7 @@ def judge(outcome: Outcome, session: Session, checks_ok: bool | None, failures: 
         return Verdict(ExitCode.FAILED, "not met", f"{failed} step{'s' * (failed != 1)} failed, and the goal file has "
                        "no success checks that could prove the goal anyway")
     if blocked:
-        return Verdict(ExitCode.REFUSED, "not met", f"{why_refused}; no success check says it was not needed")
+        return Verdict(refused_code, "not met", f"{why_refused}; no success check says it was not needed")
     if session.refused:
         return Verdict(ExitCode.FAILED, "not met", f"{len(session.refused)} call(s) were refused and no success check "
                        "proves the goal")

@@ -64,11 +64,26 @@ class RecordedTurns:
             raise ModelError("the recorded session has no more model turns")
         turn = turn_from_event(self._turns[self._i])
         self._i += 1
+        if _a_recorded_call_did_not_run(messages):
+            # Past a step that was declined or refused here, the recording's next turns speak of what that step did
+            # ("nvcc 13.0 is in place"): the demo ends with the answer this run's record gives instead.
+            self._i = len(self._turns)
+            turn = AssistantTurn(text="", finish_reason="stop")
         if not turn.tool_calls and self._final_answer is not None:
             turn = dataclasses.replace(turn, text=self._final_answer())
         if on_text and turn.text:
             on_text(turn.text)
         return turn
+
+
+def _a_recorded_call_did_not_run(messages) -> bool:
+    """Whether a call of the last turn was declined or refused: its tool message, the gate's words."""
+    for m in reversed(messages):
+        if m.get("role") != "tool":
+            return False
+        if str(m.get("content") or "").startswith("refused by the safety layer"):
+            return True
+    return False
 
 
 def demo(args) -> int:
@@ -213,6 +228,8 @@ def _argument(step: Step | None, key: str):
 def _why_not(step: Step) -> str:
     """Why a step did not do its work, in a few words: the gate's reason, or the first line of its error."""
     if step.status == "refused" or step.verdict == "deny":
+        if (step.reason or "").startswith("the operator declined"):
+            return "was declined by you"
         return f"was refused ({(step.reason or 'by the safety layer').split(';')[0]})"
     text = (step.error or step.content or step.status or "no result").strip().splitlines()[0].removeprefix("error: ")
     return f"failed ({text.split(' after ', 1)[0].split(': ', 1)[0]})"

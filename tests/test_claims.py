@@ -261,8 +261,9 @@ def test_the_report_shows_the_findings_beside_the_final_answer(sim, tmp_path):
 
 
 def test_the_demos_answer_says_an_install_the_operator_declined_was_not_made(tmp_path, monkeypatch):
-    """`agent demo --ask` with the toolkit declined: the played-again turns go on, but the closing answer is
-    written from this run's record, and nothing in it differs from that record."""
+    """`agent demo --ask` with the toolkit declined: the played-again turns stop there (the recording's next ones
+    speak of a toolkit in place), and the closing answer is written from this run's record, and nothing in it
+    differs from that record."""
     monkeypatch.delenv("EXA_API_KEY", raising=False)
     goal = load_goal(ROOT / "goals" / "demo.yaml")
     sim = build_sim(tmp_path / "sim")
@@ -277,8 +278,10 @@ def test_the_demos_answer_says_an_install_the_operator_declined_was_not_made(tmp
     report = build_report(path)
     assert report.final_answer_done
     answer = report.final_answer
-    assert "CUDA 13.0 was NOT installed: install_runfile was refused (the operator declined it)" in answer
-    assert "PyTorch stays at 2.10.0+cu128: pip_install was refused (the operator declined it)" in answer
+    assert "CUDA 13.0 was NOT installed: install_runfile was declined by you" in answer, answer
+    # Past the declined install the recording's turns would speak of what it did: they stop there.
+    assert "pip_install" not in [e.get("tool") for e in iter_events(path) if e["type"] == "tool_call"]
+    assert "PyTorch" in answer and "cu130" not in answer.split("PyTorch", 1)[1].split("\n")[0], answer
     assert "installed in" not in answer and "faster" not in answer
     check = check_claims(path)
     assert check.differences == [], texts(check.differences)
