@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tools.hosts import HostPool, HostSpec, SSHSettings  # noqa: E402
 
+import system_packages  # noqa: E402
 import tiers  # noqa: E402
 from sshd import SSHD, SSHD_BINARY, keygen, unique_marker  # noqa: E402
 
@@ -27,6 +28,20 @@ from sshd import SSHD, SSHD_BINARY, keygen, unique_marker  # noqa: E402
 @pytest.hookimpl(tryfirst=True)  # before -m selects: the slow tier's marks must be on the items by then
 def pytest_collection_modifyitems(config, items):
     tiers.mark_and_select(config, items)
+
+
+def pytest_configure(config):
+    """What the tests need of the system, installed before the first test where this user can (root, or sudo -n),
+    else one line that says what to install (tests/system_packages.py). Not for the GPU tests, which run on a
+    machine of their own (docs/gpu.md), nor for a collection that runs nothing."""
+    if "gpu" in (config.option.markexpr or "") or config.option.collectonly:
+        return
+    need = system_packages.missing()
+    if need:
+        print(f"installing the system packages the tests need: {' '.join(need)}", file=sys.stderr, flush=True)
+        problem = system_packages.install(need)
+        if problem:
+            pytest.exit(problem, returncode=4)
 
 
 def pytest_terminal_summary(terminalreporter, config):
