@@ -20,8 +20,9 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; border-bottom: 1px solid #d0d7de
 table { border-collapse: collapse; width: 100%; font-size: 14px; } td, th { border-bottom: 1px solid #d0d7de;
   padding: 4px 6px; text-align: left; vertical-align: top; } th { background: #f6f8fa; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.changed, .ok { color: #1a7f37; font-weight: 600; } .failed, .unreachable { color: #cf222e; font-weight: 600; }
-.held, .interrupted, .not-run { color: #9a6700; font-weight: 600; }
+.changed, .ok, .already-at-target { color: #1a7f37; font-weight: 600; }
+.failed, .unreachable { color: #cf222e; font-weight: 600; }
+.held, .interrupted, .not-run, .restored-after-interrupt, .would-change { color: #9a6700; font-weight: 600; }
 .meta { color: #57606a; font-size: 13px; } svg { max-width: 100%; height: auto; }
 .wrap { overflow-x: auto; } td.why { overflow-wrap: anywhere; min-width: 18em; }
 """
@@ -46,7 +47,8 @@ def fleet_html(fleet_path: Path) -> str:
            + (f" <strong>Stopped: {esc(result['stopped'])}</strong>" if result.get("stopped") else "") + "</p>",
            "<h2>Throughput before and after, per host</h2>", '<div class="wrap">', _chart(hosts), "</div>",
            '<p class="meta">Each pair of bars is one host: the median of its runs before (left) and after (right), '
-           "from zero. Hosts without both figures (held, failed before the change) have no bars.</p>",
+           "from zero, with the change above it. Hosts without both figures (held, failed before the change) have "
+           "no bars.</p>",
            "<h2>Hosts</h2>", '<div class="wrap"><table><thead><tr><th>host</th><th>batch</th><th>outcome</th>'
            "<th>before</th><th>after</th><th>after/before (interval)</th><th>rolled back</th><th>why</th>"
            "<th>transcript</th></tr></thead><tbody>"]
@@ -79,7 +81,7 @@ def _num(v) -> str:
 def _chart(hosts: list[dict]) -> str:
     measured = [h for h in hosts if all(isinstance((h.get("bench") or {}).get(k, {}).get("median"), (int, float))
                                         for k in ("before", "after"))]
-    pair_w, left, top, bottom, height = 30, 56, 16, 64, 300
+    pair_w, left, top, bottom, height = 30, 56, 48, 64, 330  # room above the bars for each pair's change
     width = left + max(1, len(measured)) * pair_w + 16
     plot_h = height - top - bottom
     base = top + plot_h
@@ -103,6 +105,13 @@ def _chart(hosts: list[dict]) -> str:
             v = h["bench"][label]["median"]
             svg.append(f'<rect x="{x + j * 11}" y="{y(v):.1f}" width="10" height="{base - y(v):.1f}" '
                        f'fill="{CHART_COLOURS[j]}"><title>{esc(h["host"])} {label}: median {v:g}</title></rect>')
+        # The change itself, written above the pair: bars from zero show a 7% gain as two bars of one height.
+        before, after = (h["bench"][k]["median"] for k in ("before", "after"))
+        change = (after / before - 1) * 100 if before else 0.0
+        top_y = min(y(before), y(after)) - 4
+        svg.append(f'<text x="{x + 10}" y="{top_y:.1f}" font-size="9" text-anchor="start" '
+                   f'fill="{"#1a7f37" if change >= 0 else "#cf222e"}" transform="rotate(-90 {x + 10} {top_y:.1f})">'
+                   f"{change:+.1f}%</text>")
         svg.append(f'<text x="{x + 10}" y="{base + 12}" font-size="10" text-anchor="end" fill="#1b1f23" '
                    f'transform="rotate(-60 {x + 10} {base + 12})">{esc(h["host"])}</text>')
     svg.append("</svg>")

@@ -139,6 +139,10 @@ def check_page_in_a_browser(page: Path, hosts: dict[str, dict], tmp_path: Path) 
 
     text = page.read_text()
     assert all(f"<td>{h}</td>" in text for h in hosts) and "<script" not in text.lower()
+    for h in hosts.values():  # each upgraded host's change written above its bars, from its medians
+        if h.get("bench", {}).get("after"):
+            change = (h["bench"]["after"]["median"] / h["bench"]["before"]["median"] - 1) * 100
+            assert f"{change:+.1f}%</text>" in text, change
     png = tmp_path / "fleet.png"
     chromium_screenshot(page, png, 1100, 900, tmp_path)
     _, _, rows = read_png(png)
