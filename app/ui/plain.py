@@ -16,6 +16,7 @@ from collections import deque
 from typing import IO, Iterator
 
 from agent.record.redact import Redactor, StreamRedactor
+from agent.text import clip
 from app.ui.common import (
     FOLD_HEAD,
     FOLD_TAIL,
@@ -126,8 +127,11 @@ class PlainPrinter:
         if t == "decision":
             mark = _ICONS.get(ev["verdict"], "?")
             who = f", by {ev['approved_by']}" if ev.get("approved_by") else ""
+            # A dry run's answer is what a real run would do: said first, where a cut cannot lose it.
+            how = (f"dry run: {str(ev.get('reason') or '').split(':', 1)[0]}" if ev["verdict"] == "skip"
+                   and ev.get("rule") == "plan" else f"{ev['verdict']}: {ev['rule']}{who}")
             return (f"  {mark} {ev['tool']} on {ev.get('host') or '-'}: {_short(ev.get('subject', ''), 100)} "
-                    f"[{ev['risk']}; {ev['verdict']}: {ev['rule']}{who}]")
+                    f"[{ev['risk']}; {how}]")
         if t == "tool_result":
             self._last_progress.pop(ev.get("call_id", ""), None)
             stream = self._streams.pop(ev.get("call_id", ""), None)
@@ -137,7 +141,11 @@ class PlainPrinter:
             failed = command_failed(ev)
             # A failure's cause is at the end of what it said (pip's resolver, nvcc): its last lines.
             extra = ""
-            if status != "ok" or failed:
+            if status == "skipped" and "(dry run: nothing ran;" in str(ev.get("content") or ""):
+                # Its reason starts with what a real run would do ("would be refused: ..."): kept from the start.
+                width = 10 * self.ERROR_WIDTH if self.verbosity == VERBOSE else self.ERROR_WIDTH
+                extra = ": " + clip(" ".join(str(ev["content"]).split("): ", 1)[-1].split()), width)
+            elif status != "ok" or failed:
                 width = 10 * self.ERROR_WIDTH if self.verbosity == VERBOSE else self.ERROR_WIDTH
                 said = [f"exit {data['exit_code']}"] if failed else []
                 said += [cause] if (cause := failure_cause(ev, width)) else []

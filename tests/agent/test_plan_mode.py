@@ -81,6 +81,10 @@ def test_agent_run_plan_ends_with_what_a_real_run_would_do_and_exit_3_when_a_ste
                             str(tmp_path / "t.jsonl")], capture_output=True, text=True, env=env, cwd=root, timeout=120)
     assert r.returncode == 3, r.stdout + r.stderr
     assert "of 3 changes, 2 would run, 1 would be refused" in r.stdout
+    # Each step's line says what a real run would do, first, where a cut cannot lose it.
+    assert "six==1.16.0 [mutating; dry run: would be refused]" in r.stdout, r.stdout
+    assert "= pip_install skipped in 0.00s: would run: authorized by authorizations[0]" in r.stdout, r.stdout
+    assert "= pip_install skipped in 0.00s: would be refused: " in r.stdout
     assert "refused at `pip_install python=(default) index=file:///srv/pypi/simple-cu130 six==1.16.0`" in r.stdout
     events = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
     reasons = [e["reason"] for e in events if e["type"] == "decision" and e["rule"] == "plan"]
