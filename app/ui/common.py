@@ -248,3 +248,11 @@ SHOWN_NOTES = ("model_server", "cut_off", "model_retry")
 
 def note_line(ev: dict) -> str | None:
     return f"  note: {ev.get('text')}" if ev.get("kind") in SHOWN_NOTES and ev.get("text") else None
+
+
+def plan_answer(reason: str) -> str:
+    """A dry run's answer for a change, in its three words (the gate's reason starts with them)."""
+    for answer in ("would be refused", "would ask", "would run"):
+        if reason.startswith(answer):
+            return answer
+    return "not run"

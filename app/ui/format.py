@@ -9,6 +9,8 @@ import re
 from rich.panel import Panel
 from rich.text import Text
 
+from app.ui.common import plan_answer
+
 RISK_STYLE = {"read-only": "green", "mutating": "yellow", "destructive": "bold red", "forbidden": "bold red"}
 STATUS_MARK = {"ok": ("✓", "green"), "error": ("✗", "red"), "crashed": ("✗", "bold red"),
                "cancelled": ("⊘", "yellow"), "refused": ("✗", "red"), "skipped": ("~", "cyan"),
@@ -37,8 +39,11 @@ def decision_panel(ev: dict, arguments: dict) -> Panel:
             outcome = f"approved by {ev['approved_by']}"
         edge = RISK_STYLE.get(risk, "white")
     elif verdict == "skip":
-        outcome, edge = "would run (dry run)", "cyan"
-        body.append(f"\n{ev.get('reason', '')}", style="cyan")
+        # What a real run would do, as the gate said it ("would be refused: ..."): a refusal in red.
+        would = plan_answer(str(ev.get("reason") or "")) if ev.get("rule") == "plan" else "not run"
+        refused = would.startswith("would be refused")
+        outcome, edge = f"{would} (dry run)", ("red" if refused else "cyan")
+        body.append(f"\n{ev.get('reason', '')}", style="red" if refused else "cyan")
     else:
         outcome, edge = f"refused: {ev.get('rule')}", "red"
         body.append(f"\n{ev.get('reason', '')}", style="red")

@@ -30,6 +30,7 @@ from app.ui.common import (
     inert,
     is_failure,
     note_line,
+    plan_answer,
     progress_label,
     redacted_card,
     session_summary,
@@ -128,7 +129,7 @@ class PlainPrinter:
             mark = _ICONS.get(ev["verdict"], "?")
             who = f", by {ev['approved_by']}" if ev.get("approved_by") else ""
             # A dry run's answer is what a real run would do: said first, where a cut cannot lose it.
-            how = (f"dry run: {str(ev.get('reason') or '').split(':', 1)[0]}" if ev["verdict"] == "skip"
+            how = (f"dry run: {plan_answer(str(ev.get('reason') or ''))}" if ev["verdict"] == "skip"
                    and ev.get("rule") == "plan" else f"{ev['verdict']}: {ev['rule']}{who}")
             return (f"  {mark} {ev['tool']} on {ev.get('host') or '-'}: {_short(ev.get('subject', ''), 100)} "
                     f"[{ev['risk']}; {how}]")

@@ -92,7 +92,7 @@ def test_terminal_view_in_40_columns_shows_every_call_with_its_class_and_verdict
                   "echo · malformed call", "nonsense",
                   "turn 1: 4 calls",
                   "mutating · approved by operator",  # the approved change
-                  "would run (dry run)", "apt-get remove bar",  # the dry run
+                  "would ask (dry run)", "apt-get remove bar",  # the dry run: an interactive session asks
                   "session done"):
         assert flat(shown) in screen, f"{shown!r} missing:\n{text}"
 
@@ -143,7 +143,7 @@ def test_plain_view_and_printer_write_no_escape_codes(recorded):
         assert "    | hello from h1\n    | second line\n" in out
         assert "x change on h1: apt-get install foo [mutating; deny: no-backup]" in out
         assert "+ change on h1: apt-get install foo [mutating; allow: approved, by operator]" in out
-        assert "~ change on h1: apt-get remove bar [mutating; skip: plan]" in out
+        assert "~ change on h1: apt-get remove bar [mutating; dry run: would ask]" in out, out
 
 
 def test_plain_view_prints_the_final_answer_whole():
