@@ -44,8 +44,9 @@ def cmd_show(args) -> int:
     path = Path(args.transcript)
     if not path.exists():
         return _fail(f"no transcript at {path}")
-    if not args.verify and (first_event(path) or {}).get("command") == "fleet":
-        return _show_fleet(path, args)
+    start = first_event(path) or {}
+    if not args.verify and start.get("command") == "fleet" and "plan" in start:  # the rollout's own record (a
+        return _show_fleet(path, args)  # host's session under it names its fleet, and is shown as any session)
     if args.report or args.html:
         from agent.report import build_report, render_html, write_report  # lazy: per command
 

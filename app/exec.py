@@ -6,8 +6,10 @@ import json
 import re
 import secrets
 import shlex
+import shutil
 import socket
 import sys
+from pathlib import Path
 from typing import Callable
 
 from agent.batch import CallResult, LiveToolRunner, PreparedCall
@@ -34,7 +36,15 @@ def exec_one(args) -> int:
     if not command:
         raise SessionConfigError("no command given: agent exec HOST COMMAND... (e.g. agent exec local nvidia-smi -L)")
     entry = host_entry_from_flag(args.host, args.trust_host_key)
-    spec, _ = host_spec(entry)
+    spec, sim = host_spec(entry)
+    try:
+        return _exec_on(args, command, spec)
+    finally:
+        if sim is not None:  # a simulated host made for this one command (some 27 MB): gone with it
+            shutil.rmtree(Path(sim.root).parent, ignore_errors=True)
+
+
+def _exec_on(args, command: str, spec: HostSpec) -> int:
     check_host_name(spec)
     tool = SSHExec()
     try:

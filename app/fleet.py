@@ -241,7 +241,9 @@ class _Progress:
             what = "canary" if data["canary"] else f"batch {data['batch']}"
             self._say(f"-- {what}: {', '.join(data['hosts'])}")
         elif kind == "host":
-            self._say(f"   {data['host']:<16} {data['status']:<10} {clip(data['reason'], 160)}")
+            ended = data.get("ended") or data["status"]
+            why = str(data["reason"]).removeprefix(f"{data['status']}: ")  # said once, not in both columns
+            self._say(f"   {data['host']:<16} {ended:<18} {clip(why, 160)}")
 
     def recap(self, result, elapsed: float) -> None:
         counts = result.counts()

@@ -106,6 +106,8 @@ def summary(path: Path) -> dict | None:
     result = next((e for e in reversed(tail) if e.get("type") == "goal_result"), None)
     command = start.get("command") or "chat"
     status, reason = _status(end, result)
+    if command == "fleet" and "plan" in start:  # a rollout's record: what became of its hosts
+        reason = _rollout_outcome(tail, start) or reason
     chain, link_problem = _earlier_parts(path, start)
     first_path, first = chain[0] if chain else (path, start)
     # The session's title is its first part's: the goal, or a chat's first request (not the note a resumed
@@ -121,6 +123,19 @@ def summary(path: Path) -> dict | None:
     if (status == "interrupted" and command == "run" and start.get("goal_file")) or command == "chat":
         out["resume"] = f"agent resume {shlex.quote(str(path.absolute()))}"  # a chat goes on however it ended
     return out
+
+
+def _rollout_outcome(tail: list[dict], start: dict) -> str:
+    """A rollout's hosts by how they ended (`--check`: what would happen), from its fleet_host events."""
+    hosts: dict[str, str] = {}
+    for e in tail:
+        if e.get("type") == "fleet_host" and e.get("host"):
+            hosts[e["host"]] = e.get("ended") or e.get("status") or "?"
+    counts: dict[str, int] = {}
+    for ended in hosts.values():
+        counts[ended] = counts.get(ended, 0) + 1
+    said = ", ".join(f"{n} {k}" for k, n in counts.items())
+    return (f"--check: {said}" if (start.get("plan") or {}).get("check") else said) if said else ""
 
 
 def _earlier_parts(path: Path, start: dict) -> tuple[list[tuple[Path, dict]], str | None]:

@@ -65,6 +65,12 @@ def test_exec_runs_read_only_commands_and_refuses_the_rest():
     assert r.returncode == 3  # sh -c is a wrapper: never read-only
 
 
+def test_exec_on_a_sim_leaves_no_simulated_host_behind(tmp_path):
+    r = agent("exec", "sim", "nvidia-smi", "-L", env={"TMPDIR": str(tmp_path)})
+    assert r.returncode == 0 and "GPU 0:" in r.stdout, r.stderr
+    assert list(tmp_path.iterdir()) == []  # it was some 27 MB a call, which nothing listed or removed
+
+
 def test_exec_prints_the_whole_output_however_long(tmp_path):
     """No transcript here: nothing is cut for a record, the caller gets every byte."""
     numbers = tmp_path / "numbers.txt"

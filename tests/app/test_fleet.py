@@ -459,6 +459,11 @@ def test_check_changes_nothing_and_a_rerun_finds_upgraded_hosts_already_at_targe
     assert {h: e["status"] for h, e in hosts.items()} == {"gpu01": "already at target", "gpu02": "would change",
                                                           "gpu03": "held"}
     assert "nothing was changed; 1 host would change" in check.stderr
+    assert "   gpu01            already at target  its facts are what the canary ended with" in check.stderr
+    listed = json.loads(agent("sessions", "--json", home=tmp_path).stdout)
+    said = {s["path"]: s["reason"] for s in listed}
+    assert said[str(tmp_path / "check" / "fleet.jsonl")] == "--check: 1 already at target, 1 would change, 1 held"
+    assert said[str(tmp_path / "a" / "fleet.jsonl")] == "1 upgraded"
     for name in hosts:
         assert changes(tmp_path / "check" / f"{name}.jsonl") == [], name
     assert not (sims / "gpu02" / "usr" / "local" / "cuda-13.0").exists()

@@ -31,3 +31,10 @@ def test_show_of_a_fleet_record_lists_its_hosts_outcomes_and_transcripts(tmp_pat
     report = agent("show", str(fleet), "--report", home=tmp_path)
     assert report.returncode == 2 and "is a fleet's record: its report is" in report.stderr
     assert report.stderr.count("\n") == 1 and "Nothing was verified" not in report.stdout + report.stderr
+    # A host's own transcript under the rollout is a session: shown, and reported, as any other.
+    hosted = agent("show", host["transcript"], home=tmp_path)
+    assert hosted.returncode == 0 and "fleet of" not in hosted.stdout and "install_runfile" in hosted.stdout, \
+        hosted.stdout[-2000:]
+    page = tmp_path / "host.html"
+    made = agent("show", host["transcript"], "--report", "--html", str(page), home=tmp_path)
+    assert made.returncode == 0 and page.is_file(), made.stderr
