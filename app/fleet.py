@@ -118,6 +118,14 @@ def run_fleet(args) -> int:
     from agent.fleet.recipe import recipe_edits  # lazy: per command
 
     warnings = [f"{args.recipe}: {edit}" for edit in recipe_edits(recipe)] + inventory_warnings(inventory, names)
+    if args.sims:  # an earlier rollout's machines: one that is not there (pruned, a new name) is built fresh
+        from tools.hosts.sim import STATE_DIR  # lazy: only with --sims
+
+        fresh = [e.name for e in entries if e.transport == "sim"
+                 and not (Path(args.sims) / e.name / STATE_DIR / "state.json").is_file()]
+        if fresh:
+            warnings.append(f"--sims {args.sims}: no simulated host there for {', '.join(fresh)}: a fresh machine "
+                            f"is built for {'each' if len(fresh) > 1 else 'it'}")
     for warning in warnings:
         print(json.dumps({"event": "warning", "warning": warning}) if args.json else f"agent: warning: {warning}",
               file=sys.stdout if args.json else sys.stderr, flush=True)

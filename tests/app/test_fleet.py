@@ -459,6 +459,8 @@ def test_check_changes_nothing_and_a_rerun_finds_upgraded_hosts_already_at_targe
     assert {h: e["status"] for h, e in hosts.items()} == {"gpu01": "already at target", "gpu02": "would change",
                                                           "gpu03": "held"}
     assert "nothing was changed; 1 host would change" in check.stderr
+    assert f"--sims {sims}: no simulated host there for gpu02, gpu03: a fresh machine is built for each" \
+        in check.stderr
     assert "   gpu01            already at target  its facts are what the canary ended with" in check.stderr
     listed = json.loads(agent("sessions", "--json", home=tmp_path).stdout)
     said = {s["path"]: s["reason"] for s in listed}
