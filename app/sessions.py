@@ -248,7 +248,9 @@ def prune(where: Path, older_than_days: float, dry_run: bool, as_json: bool) -> 
     drop: dict[Path, str] = {}  # a sim's root -> the session it was made for
     for s in sessions(where):
         roots = sim_roots(Path(s["path"]))
-        needed = s["command"] == "chat" or s["status"] == "interrupted" or s.get("status") == "resumed"
+        # A chat goes on however it ended; a stopped run or rollout can be resumed. An earlier part of a resumed
+        # session shares its sims with the later part, whose own status decides.
+        needed = s["command"] == "chat" or s["status"] == "interrupted"
         if (s["session_started"] or s["started"] or 0) < cutoff or not needed:
             drop.update({root: s["path"] for root in roots})
         else:
