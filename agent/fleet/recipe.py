@@ -149,8 +149,8 @@ class Recipe(BaseModel):
     goal: str
     learned_from: LearnedFrom | None = None
     preconditions: Preconditions = Field(default_factory=Preconditions)
-    # What the canary showed at its end, read from the host (not inferred from the steps): a host whose facts are
-    # these and whose checks pass is already at the target, and nothing is changed on it.
+    # What the upgrade changed on the canary, as it showed at its end (read there, not inferred from the steps): a
+    # host whose facts are these and whose checks pass is already at the target, and nothing is changed on it.
     target: Preconditions | None = None
     backup: dict[str, Any] = Field(default_factory=dict)  # pip_freeze_backup's arguments without `host`
     steps: list[Step] = Field(min_length=1)
@@ -284,10 +284,17 @@ def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
         learned_from=LearnedFrom(transcript=str(path.absolute()), host=host, last_hash=_last_hash(path),
                                  verdict=result["verdict"]),
         preconditions=Preconditions(**facts_of(first)),
-        target=Preconditions(**facts_of(ended[-1]["inspect"])) if ended else None,
+        target=_what_changed(facts_of(first), facts_of(ended[-1]["inspect"])) if ended else None,
         backup=backup_args, steps=steps, restore=restore, authorizations=used_rules, checks=checks,
         benchmark=_benchmark(calls, results, ran, min_ratio), drain=drain,
     )
+
+
+def _what_changed(before: dict, after: dict) -> Preconditions | None:
+    """The facts the upgrade changed on the canary, as it showed them at its end (the toolkits, torch): what a host
+    must show to be at the target. The ones it did not change (the GPU, the driver) are the preconditions'."""
+    changed = {k: v for k, v in after.items() if v is not None and v != before.get(k)}
+    return Preconditions(**changed) if changed else None
 
 
 def recipe_edits(recipe: Recipe) -> list[str]:
