@@ -287,7 +287,10 @@ def test_an_interrupted_rollout_records_how_far_each_host_got_and_resume_goes_on
     assert proc.returncode == 130, err[-2000:]
     assert f"--resume {out}" in err
     hosts = check_record(out)
-    assert hosts["gpu01"]["status"] == "changed" and hosts["gpu02"]["status"] == "interrupted"
+    # The signal lands during gpu02's backup; on a loaded machine its handling has come so late that gpu02 had
+    # finished (once in five runs of the slow tier beside other test runs): then it is carried over as upgraded.
+    late = hosts["gpu02"]["status"] == "changed"
+    assert hosts["gpu01"]["status"] == "changed" and hosts["gpu02"]["status"] in ("interrupted", "changed")
     assert hosts["gpu03"]["status"] == hosts["gpu04"]["status"] == "not run"
     assert not (out / "gpu03.jsonl").exists()
     first_end = events(out / "fleet.jsonl")[-1]
@@ -304,7 +307,8 @@ def test_an_interrupted_rollout_records_how_far_each_host_got_and_resume_goes_on
     assert shown.returncode == 0, shown.stdout + shown.stderr
     final = {e["host"]: e for e in evs if e["type"] == "fleet_host"}
     assert final["gpu01"]["carried"] and final["gpu01"]["status"] == "changed"
-    assert not final["gpu02"].get("carried") and final["gpu02"]["transcript"] == str(out / "gpu02-2.jsonl")
+    assert bool(final["gpu02"].get("carried")) is late
+    assert final["gpu02"]["transcript"] == str(out / ("gpu02.jsonl" if late else "gpu02-2.jsonl"))
     assert final["gpu02"]["status"] == final["gpu03"]["status"] == final["gpu04"]["status"] == "changed"
     assert len(events(second)) == len(second.read_text().splitlines())  # gpu02's record was not touched again
     again = agent("fleet", str(recipe), "-i", str(inv), "--resume", str(out), home=tmp_path)
