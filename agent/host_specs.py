@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from agent.errors import SessionConfigError
 from agent.goal import HostEntry, SimMachine, host_entry_for
 from tools.hosts import HostSpec, SandboxUnavailable
-from tools.hosts.sim import STATE_DIR, check_sandbox
+from tools.hosts.sim import check_sandbox, is_sim_root
 
 
 def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) -> tuple[HostSpec, Any]:
@@ -28,7 +28,7 @@ def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) ->
 
             try:
                 check_sandbox()
-                if (root / STATE_DIR / "state.json").is_file():
+                if is_sim_root(root):
                     # The same host in another part of a rollout (`agent fleet --resume`): as it was left.
                     sim = Sim.open(root)
                 else:

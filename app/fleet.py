@@ -119,10 +119,9 @@ def run_fleet(args) -> int:
 
     warnings = [f"{args.recipe}: {edit}" for edit in recipe_edits(recipe)] + inventory_warnings(inventory, names)
     if args.sims:  # an earlier rollout's machines: one that is not there (pruned, a new name) is built fresh
-        from tools.hosts.sim import STATE_DIR  # lazy: only with --sims
+        from tools.hosts.sim import is_sim_root  # lazy: only with --sims
 
-        fresh = [e.name for e in entries if e.transport == "sim"
-                 and not (Path(args.sims) / e.name / STATE_DIR / "state.json").is_file()]
+        fresh = [e.name for e in entries if e.transport == "sim" and not is_sim_root(Path(args.sims) / e.name)]
         if fresh:
             warnings.append(f"--sims {args.sims}: no simulated host there for {', '.join(fresh)}: a fresh machine "
                             f"is built for {'each' if len(fresh) > 1 else 'it'}")

@@ -24,7 +24,7 @@ from pathlib import Path
 from agent.record.transcript import default_transcript_dir, first_event, line_hash, session_index
 from agent.report.build import MAX_PARTS, operator_request
 from app.exit_codes import ExitCode
-from tools.hosts.sim import STATE_DIR
+from tools.hosts.sim import is_sim_root
 
 TAIL_BYTES = 256 * 1024  # the end of a transcript that holds its goal_result and session_end
 HEAD_BYTES = 256 * 1024  # the start of a chat, where its first request lies
@@ -302,7 +302,7 @@ def sim_roots(path: Path) -> set[Path]:
     sims = (start.get("plan") or {}).get("sims") if start.get("command") == "fleet" else None
     if sims and Path(str(sims)).is_dir():
         named += [p for p in Path(str(sims)).iterdir()]
-    return {p for p in named if p.is_dir() and not p.is_symlink() and (p / STATE_DIR / "state.json").is_file()}
+    return {p for p in named if not p.is_symlink() and is_sim_root(p)}  # removed: never through a link
 
 
 def _size(root: Path) -> int:

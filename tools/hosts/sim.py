@@ -123,6 +123,11 @@ def sandbox_argv(root: Path, hostname: str) -> list[str]:
     return argv
 
 
+def is_sim_root(root: Path) -> bool:
+    """Whether `root` holds a simulated GPU host (its machine state)."""
+    return (root / STATE_DIR / "state.json").is_file()
+
+
 class SimHost(LocalHost):
     """A simulated GPU host: the local transport, with every command inside the sim's sandbox."""
 
@@ -130,7 +135,7 @@ class SimHost(LocalHost):
         if not spec.sim_root:
             raise HostError(f"{spec.name}: a sim host needs the root of its simulated machine (sim_root)")
         root = Path(spec.sim_root)
-        if not (root / STATE_DIR / "state.json").is_file():
+        if not is_sim_root(root):
             raise HostError(f"{spec.name}: {root} is not a simulated GPU host (no {STATE_DIR}/state.json)")
         check_sandbox()
         super().__init__(spec)
