@@ -95,6 +95,13 @@ class CallResult:
     ended: float | None = None
     status: str = "ok"  # ok | error | refused | skipped | malformed | cancelled | crashed
 
+    @property
+    def failed(self) -> bool:
+        """A step that did not do its work: it failed, crashed, or its command lost its connection or ran out
+        of time though the tool answered (the verdict of a run without checks depends on it)."""
+        data = self.data if isinstance(self.data, dict) else {}
+        return self.status in ("error", "crashed") or bool(data.get("connection_lost") or data.get("timed_out"))
+
 
 class ToolRunner(Protocol):
     """Runs one allowed call. Live sessions run the tool; replay answers from the record."""

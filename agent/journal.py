@@ -14,9 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-from tools.base import RiskClass
+from agent.batch import CallResult, PreparedCall, ToolRunner
+from agent.safety.policy import Decision, Verdict
+from tools.base import RiskClass, ToolContext
 
 # What the model reads, in place of the result, for a change whose outcome is unknown.
 OUTCOME_UNKNOWN = ("outcome unknown: check first. The session was stopped while this change ran (or before its "
@@ -97,3 +99,53 @@ def changed_hosts(events: Iterable[dict]) -> list[str]:
         elif ev.get("type") == "resumed":
             hosts.update(ev.get("changed_hosts") or [])
     return sorted(hosts)
+
+
+class JournaledRunner:
+    """A session's runner, with every change's intent written just before its tool runs."""
+
+    def __init__(self, inner: ToolRunner, write_intent: Callable[[PreparedCall, str], None]):
+        self.inner = inner
+        self.write_intent = write_intent  # (the call, its args digest): the session records it and its host
+
+    def run(self, prepared: PreparedCall, ctx: ToolContext) -> CallResult:
+        if is_change(prepared.decision) and prepared.args is not None:
+            self.write_intent(prepared, args_digest(prepared.call.name, prepared.args.model_dump(mode="json")))
+        return self.inner.run(prepared, ctx)
+
+
+class CheckFirst:
+    """The changes of an interrupted part whose outcome is unknown, carried into the part that resumes it.
+
+    Such a change sent again before the model has looked at its host since the resume is sent back (it
+    may have been applied already); once a read ran there, or the change ran again, it is known."""
+
+    def __init__(self) -> None:
+        self.unknown: dict[tuple[str, str | None, str], str] = {}  # (tool, host, args digest) -> call id
+        self.looked_at: set[str] = set()  # hosts a read-only call of the model ran on since the resume
+
+    def carry(self, changes: Iterable[dict]) -> None:
+        for change in changes:
+            self.unknown[(change["tool"], change["host"], change["args_digest"])] = change["call_id"]
+
+    def judge(self, tool: str, arguments: dict, decision: Decision) -> Decision:
+        if not self.unknown or not is_change(decision) or decision.host in self.looked_at:
+            return decision
+        call_id = self.unknown.get((tool, decision.host, args_digest(tool, arguments)))
+        if call_id is None:
+            return decision
+        return Decision(Verdict.DENY, decision.risk, "outcome-unknown",
+                        f"this same change ({call_id}) was running when the session was stopped and its outcome is "
+                        f"unknown: check the state of {decision.host} with a read-only call first, then send it "
+                        f"again if it is still needed", host=decision.host, subject=decision.subject)
+
+    def ran(self, prepared: PreparedCall) -> None:
+        """A call the gate allowed ran and succeeded: a read looked at its host, a change's outcome is known."""
+        decision = prepared.decision
+        if decision is None or not decision.host:
+            return
+        if decision.risk.cls is RiskClass.READ_ONLY:
+            self.looked_at.add(decision.host)
+        elif self.unknown:
+            self.unknown.pop((prepared.call.name, decision.host,
+                              args_digest(prepared.call.name, prepared.args.model_dump(mode="json"))), None)

@@ -6,20 +6,27 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
-from agent.errors import RecordWriteError, SessionConfigError, Signalled, interruption_reason
+from agent.errors import RecordWriteError, SessionConfigError, interruption_reason
+from app import signals
 from app.exit_codes import (CHAT_EXIT_CODES_HELP, CLASSIFY_EXIT_CODES, CLASSIFY_EXIT_CODES_HELP, EXIT_CODES_HELP,
                             ExitCode)
+from app.exit_codes import fail as _fail
 
 
-def _fail(msg: str, code: int = ExitCode.USAGE) -> int:
-    print(f"agent: {msg}", file=sys.stderr)
-    return code
+def cmd_show(args) -> int:
+    from app.show import cmd_show  # lazy: per command
+
+    return cmd_show(args)
+
+
+def cmd_replay(args) -> int:
+    from app.show import cmd_replay  # lazy: per command
+
+    return cmd_replay(args)
 
 
 # --------------------------------------------------------------------------- commands
@@ -35,143 +42,6 @@ def cmd_tools(args) -> int:
     for t in tools:
         print(f"{t.name:18} {t.description().splitlines()[0]}")
     return ExitCode.OK
-
-
-def cmd_show(args) -> int:
-    from agent.record.timeline import steps  # lazy: per command
-    from agent.record.transcript import TranscriptError, first_event, verify  # lazy: per command
-
-    path = Path(args.transcript)
-    if not path.exists():
-        return _fail(f"no transcript at {path}")
-    start = first_event(path) or {}
-    if not args.verify and start.get("command") == "fleet" and "plan" in start:  # the rollout's own record (a
-        return _show_fleet(path, args)  # host's session under it names its fleet, and is shown as any session)
-    if args.report or args.html:
-        from agent.report import build_report, render_html, write_report  # lazy: per command
-
-        try:
-            if args.report:
-                print(f"report: {write_report(path)}")
-            if args.html:
-                render_html(build_report(path), Path(args.html))
-                print(f"html: {args.html}")
-        except TranscriptError as e:
-            return _fail(str(e), ExitCode.FAILED)
-        return ExitCode.OK
-    if args.verify:
-        report = verify(path)
-        link, link_problem = _link_of(path)
-        ok = report.ok and link_problem is None
-        if args.json:
-            out = {"ok": ok, "events": report.events, "status": report.status, "problems": report.problems,
-                   "seal": {"state": report.seal, "sealed": report.sealed, "line": report.seal_line,
-                            "key_id": report.key_id, "says": report.seal_summary()},
-                   "cut_line": report.cut_line}
-            if link is not None:
-                out["resumes"] = {"path": str(link), "ok": link_problem is None, "problem": link_problem}
-            print(json.dumps(out))
-        else:
-            print(f"{path}: {report.events} events, status {report.status or '-'}: "
-                  + ("chain intact" if report.ok else "PROBLEMS"))
-            print(f"  {report.seal_summary()}")
-            if report.cut_line:
-                print("  its last line was cut short (the process was killed while writing it): left out, "
-                      "the lines before it checked")
-            for p in report.problems:
-                print(f"  {p}")
-            if link is not None:
-                print(f"  links to {link} (the part it resumes): " + ("intact" if link_problem is None
-                                                                      else f"PROBLEM: {link_problem}"))
-        return ExitCode.OK if ok else ExitCode.FAILED
-    try:
-        if args.json:
-            for s in steps(path):
-                print(json.dumps(s, ensure_ascii=False, default=str))
-            return ExitCode.OK
-        from agent.record.transcript import iter_events  # lazy: per command
-        from app.ui import PlainPrinter  # lazy: per command
-
-        printer = PlainPrinter(live=False)
-        for ev in iter_events(path):
-            printer(ev)
-    except TranscriptError as e:
-        return _fail(str(e), ExitCode.FAILED)
-    return ExitCode.OK
-
-
-def _show_fleet(path: Path, args) -> int:
-    """A fleet's record shown as a fleet: its recipe, each host's outcome and transcript, the recap (it has no
-    model and no turns of its own; each host's transcript is a session, shown by `agent show` of that file)."""
-    from agent.record.transcript import TranscriptError, iter_events  # lazy: per command
-
-    try:
-        evs = list(iter_events(path))
-    except TranscriptError as e:
-        return _fail(str(e), ExitCode.FAILED)
-    if args.report or args.html:
-        page = path.with_suffix(".html")
-        return _fail(f"{path} is a fleet's record: its report is {page}" + ("" if page.exists() else
-                     " (not written: the rollout did not reach its end)") + "; `agent show HOST-TRANSCRIPT --report` "
-                     "reports one host's session", ExitCode.USAGE)
-    hosts = [e for e in evs if e.get("type") == "fleet_host"]
-    if args.json:
-        for e in hosts:
-            print(json.dumps({k: v for k, v in e.items() if k not in ("v", "prev")}, default=str))
-        return ExitCode.OK
-    start, end = evs[0], next((e for e in reversed(evs) if e.get("type") == "session_end"), None)
-    result = next((e for e in reversed(evs) if e.get("type") == "fleet_result"), {})
-    print(f"fleet of {len(start.get('hosts') or [])} host(s), recipe {start.get('recipe')}")
-    print(f"  goal: {' '.join(str(start.get('goal') or '-').split())}")
-    for e in hosts:
-        print(f"  {e.get('host')}: {e.get('ended') or e.get('status')}" + (f" ({e['reason']})" if e.get("reason") else "")
-              + (f", batch {e['batch']}" if isinstance(e.get("batch"), int) and e["batch"] >= 0 else "")
-              + (" (carried from the earlier part)" if e.get("carried") else ""))
-        if e.get("transcript"):
-            print(f"      transcript: {e['transcript']}")
-    counts = ", ".join(f"{n} {k}" for k, n in (result.get("counts") or {}).items())
-    print(f"  result: {counts or '-'}" + (f"; stopped: {result['stopped']}" if result.get("stopped") else ""))
-    print(f"  end: {end.get('status')}: {end.get('reason')}" if end else "  end: none (the rollout did not close "
-          "its record)")
-    return ExitCode.OK
-
-
-def _link_of(path: Path):
-    """The earlier part a resumed transcript links to, and the problem with the link (None: it holds)."""
-    from agent.record.transcript import linked_part  # lazy: per command
-
-    try:
-        with open(path, "rb") as f:
-            start = json.loads(f.readline())
-    except (OSError, ValueError):
-        return None, None
-    return linked_part(path, start) if isinstance(start, dict) else (None, None)
-
-
-def cmd_replay(args) -> int:
-    from agent.record.replay import replay  # lazy: per command
-    from agent.record.transcript import TranscriptError  # lazy: per command
-    from tools import default_tools  # lazy: per command
-    from tools.base import Registry  # lazy: per command
-
-    failed = 0
-    for name in args.transcripts:
-        path = Path(name)
-        if not path.exists():
-            return _fail(f"no transcript at {path}")
-        try:
-            report = replay(path, Registry(default_tools()))
-        except TranscriptError as e:
-            print(f"{path}: {e}")
-            failed += 1
-            continue
-        if args.json:
-            print(json.dumps({"transcript": str(path), "ok": report.ok, "turns": report.turns,
-                              "compared": report.compared, "message": report.message}))
-        else:
-            print(f"{path}: {report.message}")
-        failed += not report.ok
-    return ExitCode.FAILED if failed else ExitCode.OK
 
 
 def _context_tokens(args) -> None:
@@ -699,71 +569,10 @@ def split_command(argv: list[str], parser: argparse.ArgumentParser) -> tuple[lis
     return argv, None
 
 
-# The first SIGTERM or SIGHUP stops the command the way Ctrl-C does (Signalled is a KeyboardInterrupt);
-# later ones are only counted, so that stopping the running commands and closing the transcript
-# is not cut short by the same signal sent again (a SIGKILL after a grace period still ends it).
-_SIGNALLED: list[int] = []
-
-
-def _on_termination(signum: int, frame) -> None:
-    if _SIGNALLED:
-        _SIGNALLED.append(signum)
-        return
-    if _deferred(signum, frame):
-        return
-    _SIGNALLED.append(signum)
-    raise Signalled(signum)
-
-
-# Where raising an interrupt would leave something half made: an import (an extension module half
-# initialised: pydantic_core panics instead of stopping), pydantic building a schema lazily (the SDK's types on
-# first use: a SchemaError, not an interrupt), subprocess.Popen after its fork (a started command that no one
-# holds and no cancel reaches).
-_PYDANTIC_DIRS = tuple(f"{os.sep}{name}{os.sep}" for name in ("pydantic", "pydantic_core"))
-
-
-def _half_made(filename: str) -> bool:
-    return (filename.startswith("<frozen importlib") or any(d in filename for d in _PYDANTIC_DIRS)
-            or filename.endswith(f"{os.sep}subprocess.py"))
-
-
-def _in_half_made(frame) -> bool:
-    while frame is not None:
-        if _half_made(frame.f_code.co_filename):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _deferred(signum: int, frame) -> bool:
-    """Whether the signal is put off: in one of those places it comes again 20 ms later, once that is over."""
-    if not _in_half_made(frame):
-        return False
-    again = threading.Timer(0.02, os.kill, (os.getpid(), signum))
-    again.daemon = True
-    again.start()
-    return True
-
-
-def _exit_code_after_signal(code: int) -> int:
-    if not _SIGNALLED:
-        return code
-    return ExitCode.TERMINATED if _SIGNALLED[0] == signal.SIGTERM else ExitCode.HANGUP
-
-
-def _on_interrupt(signum: int, frame) -> None:
-    """Ctrl-C as Python's own handler takes it (KeyboardInterrupt), except where it is put off (_deferred)."""
-    if not _deferred(signum, frame):
-        raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _on_termination)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # an ignored SIGINT stays ignored
-        signal.signal(signal.SIGINT, _on_interrupt)
+    signals.install()
     try:
-        return _exit_code_after_signal(_main(argv))
+        return signals.exit_code_after_signal(_main(argv))
     except KeyboardInterrupt as e:
         # Whatever it interrupted (even before a session's closing() or after it), every transcript
         # opened in this process gets its end event. No session exists unless the loop was imported,
@@ -776,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
             left = f" (its empty transcript {removed[0]} was removed)" if len(removed) == 1 else ""
             print(f"agent: {interruption_reason(e)} before the session started: nothing ran on any host{left}",
                   file=sys.stderr)
-        return _exit_code_after_signal(ExitCode.INTERRUPTED)
+        return signals.exit_code_after_signal(ExitCode.INTERRUPTED)
 
 
 # The command running, and those whose every host action happens inside a session: an interrupt that reaches

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from agent.exit_codes import ExitCode  # noqa: F401  (the one enum, defined where the core can use it)
+import sys
 
+from agent.exit_codes import ExitCode  # noqa: F401  (the one enum, defined where the core can use it)
 
 # What each code means, in the words the end of a run prints.
 MEANINGS = {ExitCode.OK: "goal met", ExitCode.FAILED: "goal not met or a step failed",
@@ -52,3 +53,9 @@ CLASSIFY_EXIT_CODES_HELP = """exit codes:
   3    forbidden: the safety layer refuses it, whatever is approved
   With commands on stdin, the status is the riskiest command's.
 """
+
+
+def fail(message: str, code: int = ExitCode.USAGE) -> int:
+    """A command that cannot go on: one line on stderr, and its exit code."""
+    print(f"agent: {message}", file=sys.stderr)
+    return code

@@ -13,7 +13,7 @@ import threading
 from pydantic import BaseModel, field_validator
 
 from agent.errors import Signalled
-from app import cli
+from app import signals
 
 
 def test_a_signal_in_a_pydantic_frame_is_resent_and_one_elsewhere_raises_at_once():
@@ -29,18 +29,18 @@ def test_a_signal_in_a_pydantic_frame_is_resent_and_one_elsewhere_raises_at_once
             return v
 
     Model(x=1)
-    assert cli._in_half_made(frames[0]) and not cli._in_half_made(sys._getframe())
+    assert signals._in_half_made(frames[0]) and not signals._in_half_made(sys._getframe())
 
     got = threading.Event()
     previous = signal.signal(signal.SIGUSR1, lambda s, f: got.set())
     try:
-        cli._on_termination(signal.SIGUSR1, frames[0])  # inside pydantic: no raise, the signal comes back
-        assert got.wait(5) and not cli._SIGNALLED
+        signals._on_termination(signal.SIGUSR1, frames[0])  # inside pydantic: no raise, the signal comes back
+        assert got.wait(5) and not signals._SIGNALLED
         try:
-            cli._on_termination(signal.SIGTERM, sys._getframe())
+            signals._on_termination(signal.SIGTERM, sys._getframe())
             raise AssertionError("a signal outside pydantic and imports must raise at once")
         except Signalled as e:
             assert e.signum == signal.SIGTERM
     finally:
         signal.signal(signal.SIGUSR1, previous)
-        cli._SIGNALLED.clear()
+        signals._SIGNALLED.clear()

@@ -33,6 +33,10 @@ class HostPool:
     def spec(self, name: str) -> HostSpec | None:
         return self._specs.get(name)
 
+    def sim_roots(self) -> dict[str, str]:
+        """The folder of each simulated host, by name."""
+        return {name: str(spec.sim_root) for name, spec in self._specs.items() if spec.sim_root}
+
     def add(self, spec: HostSpec) -> None:
         with self._lock:
             self._specs[spec.name] = spec

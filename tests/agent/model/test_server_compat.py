@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from agent.budget import Budget
-from agent.loop import GO_ON, MAX_CUT_OFF_TURNS, Session, run_session
+from agent.loop import Session, run_session
+from agent.outcome import GO_ON, MAX_CUT_OFF_TURNS
 from agent.model.openai_client import OpenAIModel
 from agent.record.transcript import TranscriptWriter, verify
 from agent.safety.policy import SafetyPolicy
