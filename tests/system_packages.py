@@ -31,6 +31,7 @@ NEEDED = {
     "tar": "tar", "bwrap": "bubblewrap", "modinfo": "kmod", "lspci": "pciutils", "rg": "ripgrep", "gawk": "gawk",
     "ethtool": "ethtool", "dmidecode": "dmidecode", "sensors": "lm-sensors", "ip": "iproute2",
     "netstat": "net-tools", "fuser": "psmisc", "readelf": "binutils", "git": "git",
+    "makeself": "makeself",  # a real makeself archive, as NVIDIA's runfiles are (install_runfile reads its header)
 }
 
 

@@ -4,8 +4,9 @@ It reads the host the way inspect_host does and compares it with the target, eac
 source: the driver's minimum for the target's CUDA major (NVIDIA's minor-version compatibility:
 13.x needs a driver of 580 or newer, 12.x 525, and 12.8 on Blackwell 570), the GPU architectures the
 target drops or needs (CUDA 13 drops Maxwell, Pascal and Volta; Blackwell needs 12.8 or newer),
-wheels built for another CUDA major than the target while a JIT-compiling package is installed, and
-torch that cannot see the GPUs now, with torch's own error.
+wheels built for another CUDA major than the target while a JIT-compiling package is installed,
+torch that cannot see the GPUs now, with torch's own error, and the room the toolkit's install needs
+in /tmp and under /usr/local against what their filesystems have (tools/toolkit_sizes.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext
 from tools.inspect_host import InspectHost
 from tools.install_runfile import MIN_DRIVER  # the installer refuses on the same table
 from tools.pip_install import JIT_PACKAGES, wheel_cuda
+from tools.toolkit_sizes import Place, needs_for, shortfalls
 
 RELEASE_NOTES = "NVIDIA CUDA Toolkit release notes, table 'CUDA Toolkit and minimum required driver version'"
 GPU_NOTES = "NVIDIA driver release notes, supported products (Blackwell GPUs need the 570 driver branch or newer)"
@@ -29,6 +31,14 @@ class Finding(BaseModel):
     source: str
 
 
+class SpaceNeed(BaseModel):
+    path: str
+    mount: str | None
+    free_gib: float | None
+    need_gib: float
+    why: str
+
+
 class CheckCompatResult(BaseModel):
     host: str
     cuda: str
@@ -40,13 +50,16 @@ class CheckCompatResult(BaseModel):
     gpus: list[str]
     toolkit_on_path: str | None
     torch: str | None
+    space: list[SpaceNeed] = Field(default_factory=list, description="what installing the toolkit side by side "
+                                   "needs free in each place (default tmpdir and toolkit_path), and what it has")
 
 
 class CheckCompat(Tool):
     """Check whether a target CUDA toolkit (and wheels built for it) can run on a host, before acting.
 
     Read-only. Lists what blocks the target (a driver too old for its CUDA major, GPUs it drops or that
-    need a newer CUDA) and what the plan would endanger (torch built for another CUDA while a
+    need a newer CUDA, too little room in /tmp or under /usr/local for the toolkit's default install:
+    `space` gives each figure) and what the plan would endanger (torch built for another CUDA while a
     JIT-compiling package is installed, torch that cannot see the GPUs now), each with its source.
     Call it with inspect_host before the first change; if something blocks, do not upgrade: report it.
     """
@@ -116,11 +129,36 @@ class CheckCompat(Tool):
                                           f"compile CUDA code at run time: after a CUDA {major} toolkit, move the "
                                           f"wheels to +cu{major}{minor} builds too, and run them with CUDA_HOME set "
                                           "to the new toolkit", source="the installed packages"))
+        space = _space(args.cuda, facts.disk)
+        for short in shortfalls(space):
+            blockers.append(Finding(what=f"too little room for the CUDA {args.cuda} toolkit with the defaults: {short}; "
+                                         "install_runfile refuses before anything is downloaded (free space there, or "
+                                         "give it a tmpdir or toolkit_path on a filesystem that has it)",
+                                    source=f"df on the host; {needs_for(args.cuda).source}"))
         return CheckCompatResult(host=args.host, cuda=args.cuda, ok=not blockers, blockers=_unique(blockers),
                                  risks=risks, driver=driver, driver_cuda=driver_cuda,
                                  gpus=sorted({f"{g.name} ({g.compute_capability})" for g in facts.gpus}),
                                  toolkit_on_path=facts.toolkit_on_path.version if facts.toolkit_on_path else None,
-                                 torch=torch)
+                                 torch=torch,
+                                 space=[SpaceNeed(path=p.path, mount=p.mount, need_gib=round(p.need_bytes / 2**30, 1),
+                                                  free_gib=None if p.free_bytes is None else
+                                                  round(p.free_bytes / 2**30, 1), why=p.why) for p in space])
+
+
+def _space(cuda: str, disks: list) -> list[Place]:
+    """The places a default install of `cuda` writes to (tmpdir /tmp, toolkit_path /usr/local/cuda-X.Y) with what
+    it needs there and what inspect_host found free; none for a release whose figures nobody knows yet."""
+    needs = needs_for(cuda)
+    if needs is None:
+        return []
+    found = {d.path: d for d in disks}
+    places = []
+    for path, need, why in (("/tmp", needs.tmp_bytes, "the installer unpacks the runfile there"),
+                            ("/usr/local", needs.target_bytes, "the toolkit goes there")):
+        disk = found.get(path)
+        places.append(Place(path, need, why, disk.mount if disk else None,
+                            int(disk.free_gib * 2**30) if disk else None))
+    return places
 
 
 def _unique(findings: list[Finding]) -> list[Finding]:

@@ -32,6 +32,7 @@ from tools.base import (
     truncate_for_model,
 )
 from tools.hosts import HostError
+from tools.toolkit_sizes import Place, header_payload_bytes, needs_for, read_header_command, shortfalls
 
 # Where a runfile may come from: https://host/path, file:///path or /path, in safe characters only.
 RUNFILE_SOURCE = re.compile(r"^(?:https://[A-Za-z0-9.-]+(?::\d+)?/|file:///|/)[A-Za-z0-9._+/-]+$")
@@ -41,10 +42,6 @@ INSTALLER_LOG = "/var/log/cuda-installer.log"
 # Minimum driver branch for each CUDA major (NVIDIA's minor-version compatibility table).
 MIN_DRIVER = {13: 580, 12: 525, 11: 450}
 
-# Extraction unpacks the whole payload next to the runfile; the installed toolkit is a bit
-# smaller than the payload. Factors of the runfile's size.
-TMP_FACTOR = 2.0
-TARGET_FACTOR = 1.5
 # Directories whose files nobody keeps: a runfile the tool downloaded there goes when the install fails.
 TEMPORARY_DIRS = ("/tmp", "/var/tmp")
 
@@ -57,8 +54,10 @@ class InstallRunfile(Tool):
     the installed driver supports that CUDA (13.x needs driver >= 580, 12.x >= 525), tmpdir, download_dir
     and the target are where their text says as the host resolves them (a symbolic link or `..` on the
     way is refused, naming where it leads), the target does not exist, a gcc on PATH (the installer
-    refuses to run without one unless `override: true`), free space in the temp dir and the target, and
-    root or a password-less `sudo -n`. Then it fetches the runfile into download_dir on the host (made if
+    refuses to run without one unless `override: true`), the free space the install needs in the temp dir,
+    the target and the download dir, summed where they share a filesystem (from the runfile's own header
+    where it is on the host, else NVIDIA's figures for the release: 13.0 unpacks about 8 GiB, installs about
+    6.7 GiB), and root or a password-less `sudo -n`. Then it fetches the runfile into download_dir on the host (made if
     missing; resumable over https, copied from a file:// mirror; skipped if the file is already there with
     the right checksum), verifies the checksum NVIDIA publishes (md5) or a sha256, runs the installer
     silently with --toolkit --toolkitpath, reads the installer log of this run, checks the new nvcc, and
@@ -90,8 +89,8 @@ class InstallRunfile(Tool):
                                           "sha256 (64), optionally prefixed md5: or sha256:")
         version: str = Field(description="CUDA version X.Y, e.g. 13.0", pattern=r"^\d+\.\d+$")
         toolkit_path: str | None = Field(default=None, description="install directory (default /usr/local/cuda-X.Y)")
-        tmpdir: str = Field(default="/tmp", description="installer temp dir (extraction needs about twice the "
-                                                        "runfile's size)")
+        tmpdir: str = Field(default="/tmp", description="installer temp dir (it unpacks the whole runfile "
+                                                        "there: about 8 GiB for 13.0)")
         download_dir: str | None = Field(default=None, description="where to download (default: tmpdir)")
         toolkit_only: bool = Field(default=True, description="install the toolkit only, never the driver")
         move_symlink: bool = Field(default=False, description="point <cuda_root>/cuda at the new toolkit")
@@ -231,13 +230,7 @@ class InstallRunfile(Tool):
             compiler = sh("command -v gcc")
             if not (compiler.ok and compiler.stdout.strip()):
                 raise ToolError(no_compiler(args.host))
-        size = self._runfile_size(sh, args.runfile, path, is_url)
-        for where, factor in ((tmpdir, TMP_FACTOR), (_parent(target), TARGET_FACTOR)):
-            free = _free_bytes(sh, where)
-            if size and free is not None and free < size * factor:
-                raise ToolError(f"not enough space in {where}: {free / 2**30:.1f} GiB free, about "
-                                f"{size * factor / 2**30:.1f} GiB needed for a {size / 2**30:.1f} GiB runfile. "
-                                f"Free space or choose another tmpdir/toolkit_path; nothing was written")
+        self._check_space(sh, args, path, is_url, tmpdir, download_dir, target)
         sudo = ""
         writable = sh(f"d={shlex.quote(_parent(target))}; while [ ! -e \"$d\" ]; do d=$(dirname \"$d\"); done; "
                       f"test -w \"$d\" && echo yes || echo no")
@@ -372,6 +365,26 @@ class InstallRunfile(Tool):
                          f"directory).")
         return lines
 
+    def _check_space(self, sh, args, path: str, is_url: bool, tmpdir: str, download_dir: str, target: str) -> None:
+        """Refuse before anything is fetched when a mount lacks what the install will need there
+        (tools/toolkit_sizes.py: the runfile's header, else the release's figures, else its size)."""
+        size = self._runfile_size(sh, args.runfile, path, is_url)
+        local = args.runfile[len("file://"):] if args.runfile.startswith("file://") else path
+        header = sh(read_header_command(local)).stdout.encode()
+        needs = needs_for(args.version, header_payload_bytes(header), size)
+        if needs is None:
+            return
+        fetched_there = sh(f"test -f {shlex.quote(path)} && echo there").stdout.strip() == "there"
+        places = [(tmpdir, needs.tmp_bytes, "the installer unpacks the runfile there"),
+                  (_parent(target), needs.target_bytes, "the toolkit goes there")]
+        if is_url and not fetched_there and size:
+            places.append((download_dir, size, "the runfile is downloaded there"))
+        short = shortfalls([Place(where, need, why, *_space(sh, where)) for where, need, why in places])
+        if short:
+            raise ToolError(f"not enough space to install CUDA {args.version} on {args.host}: {'; '.join(short)} "
+                            f"(figures: {needs.source}). Free space there, or choose another tmpdir or "
+                            f"toolkit_path on a filesystem that has it; nothing was downloaded or written")
+
     @staticmethod
     def _runfile_size(sh, runfile: str, path: str, is_url: bool) -> int | None:
         if is_url and not runfile.startswith("file://"):
@@ -461,10 +474,13 @@ def _parent(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[0] or "/"
 
 
-def _free_bytes(sh, path: str) -> int | None:
+def _space(sh, path: str) -> tuple[str | None, int | None]:
+    """The mount point `path` is on (or would be, once made) and its free bytes; None where df cannot say."""
     r = sh(f"d={shlex.quote(path)}; while [ ! -e \"$d\" ]; do d=$(dirname \"$d\"); done; df -P -k \"$d\" | tail -1")
     parts = r.stdout.split()
-    return int(parts[3]) * 1024 if r.ok and len(parts) >= 4 and parts[3].isdigit() else None
+    if not (r.ok and len(parts) >= 6 and parts[3].isdigit()):
+        return None, None
+    return " ".join(parts[5:]), int(parts[3]) * 1024
 
 
 def _readlink(sh, link: str) -> str | None:

@@ -46,3 +46,20 @@ def test_a_driver_of_550_blocks_cuda_13_and_says_why_with_its_source(check):
 def test_blackwell_needs_cuda_12_8_or_newer(check):
     r = check("12.6")
     assert any("needs CUDA 12.8 or newer" in f.what for f in r.blockers)
+
+
+def test_too_little_room_under_usr_local_blocks_and_names_both_figures(check):
+    r = check("13.0", free_space_mb={"/usr/local": 1500})
+    assert not r.ok
+    [blocker] = [b for b in r.blockers if "too little room" in b.what]
+    assert ("the filesystem mounted at /usr/local has 1.5 GiB free and needs 6.7 GiB: 6.7 GiB in /usr/local (the "
+            "toolkit goes there)") in blocker.what and "NVIDIA's installer figures for CUDA 13.0" in blocker.source
+    by_path = {s.path: s for s in r.space}
+    assert by_path["/usr/local"].free_gib == 1.5 and by_path["/usr/local"].need_gib == 6.7
+    assert by_path["/tmp"].need_gib == 8.0 and by_path["/tmp"].free_gib > 8
+
+
+def test_the_seed_machine_has_room_and_says_how_much(check):
+    r = check("13.0")
+    assert r.ok and [(s.path, s.need_gib) for s in r.space] == [("/tmp", 8.0), ("/usr/local", 6.7)]
+    assert check("12.9").space == []  # no figures for a release nobody measured: install_runfile reads its header

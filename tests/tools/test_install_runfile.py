@@ -1,9 +1,12 @@
-"""install_runfile on the simulated GPU host: a host without a compiler is refused before anything is
-written or downloaded, and a failed installer's error says what it said and what it left behind."""
+"""install_runfile on the simulated GPU host: a host without a compiler, or without the room the install
+needs, is refused before anything is written or downloaded, and a failed installer's error says what it
+said and what it left behind."""
 
 from __future__ import annotations
 
 import hashlib
+import shutil
+import subprocess
 
 import pytest
 
@@ -17,20 +20,23 @@ LOG = "/var/log/cuda-installer.log"
 
 
 class _Recorded:
-    """A host provider that keeps every command its hosts ran, in order."""
+    """A host provider that keeps every command its hosts ran, in order; `after(command)` runs after each one."""
 
-    def __init__(self, pool):
-        self.pool, self.commands = pool, []
+    def __init__(self, pool, after=None):
+        self.pool, self.commands, self.after = pool, [], after or (lambda command: None)
 
     def get(self, name):
-        host, commands = self.pool.get(name), self.commands
+        host, commands, after = self.pool.get(name), self.commands, self.after
 
         class Host:
             spec = host.spec
 
             def run(self, command, **kw):
                 commands.append(command)
-                return host.run(command, **kw)
+                try:
+                    return host.run(command, **kw)
+                finally:
+                    after(command)
 
             def __getattr__(self, attr):
                 return getattr(host, attr)
@@ -38,9 +44,16 @@ class _Recorded:
         return Host()
 
 
-def _call(sim, tmp_path, commands: list[str], **args):
+def _call(sim, tmp_path, commands: list[str], fills: tuple[str, int] | None = None, **args):
+    """`fills` (a mount, MB): the mount fills up to that once the runfile's checksum was verified, as when
+    another job writes there meanwhile: the installer then meets what the preflight could not foresee."""
     pool = HostPool([sim.host_spec()])
-    hosts = _Recorded(pool)
+
+    def after(command: str) -> None:
+        if fills and command.startswith(("md5sum ", "sha256sum ")):
+            sim.set_free_space(*fills)
+
+    hosts = _Recorded(pool, after)
     hosts.commands = commands
     ctx = ToolContext(hosts=hosts, artifacts=ArtifactStore(tmp_path / "t.artifacts"))
     info = sim.runfiles["13.0"]
@@ -58,11 +71,13 @@ def install(sim, tmp_path, **args):
     return _call(sim, tmp_path, commands, **args), commands
 
 
-def failure(sim, tmp_path, **args) -> tuple[str, list[str]]:
+def failure(sim, tmp_path, fills: tuple[str, int] | None = None, **args) -> tuple[str, list[str]]:
     """(the error, the commands run) of an install that fails."""
     commands: list[str] = []
+    if fills:
+        sim.set_free_space(fills[0], 64_000)  # room at the start: the preflight passes
     with pytest.raises(ToolError) as e:
-        _call(sim, tmp_path, commands, **args)
+        _call(sim, tmp_path, commands, fills, **args)
     return str(e.value), commands
 
 
@@ -114,10 +129,10 @@ def test_a_verified_install_removes_the_runfile_it_downloaded_into_a_temporary_d
 
 
 def test_a_failed_install_says_what_the_installer_said_and_what_it_left(tmp_path):
-    sim = build_sim(tmp_path / "gpu", free_space_mb={"/tmp": 100})  # room for the file, not for extracting it
+    sim = build_sim(tmp_path / "gpu")
     info = sim.runfiles["13.0"]
     downloaded = f"/tmp/{info.filename}"
-    message, commands = failure(sim, tmp_path)
+    message, commands = failure(sim, tmp_path, fills=("/tmp", 100))  # room for the file, not for extracting it
     assert any(c.startswith("curl -fL") for c in commands)  # it was this call's own download
     assert message.startswith("the installer failed (exit 1): Disk space check has failed. Installation cannot "
                               f"continue. Its log {LOG} says: Not enough space on parition mounted at /tmp. ")
@@ -132,22 +147,23 @@ def test_a_failed_install_says_what_the_installer_said_and_what_it_left(tmp_path
 
 
 def test_a_runfile_the_call_did_not_download_into_a_temporary_directory_stays(tmp_path):
-    sim = build_sim(tmp_path / "gpu", free_space_mb={"/tmp": 100})
+    sim = build_sim(tmp_path / "gpu")
     info = sim.runfiles["13.0"]
+    full = ("/tmp", 100)
     # Given as a path on the host.
-    message, _ = failure(sim, tmp_path, runfile=str(info.path))
+    message, _ = failure(sim, tmp_path, full, runfile=str(info.path))
     assert message.endswith(f"The runfile {info.path} was given as a path on the host and stays there.")
     assert sim.sys_path(str(info.path)).is_file()
     # Already downloaded before this call, with the right checksum.
     there = sim.sys_path(f"/tmp/{info.filename}")
     there.write_bytes(sim.sys_path(str(info.path)).read_bytes())
-    message, commands = failure(sim, tmp_path)
+    message, commands = failure(sim, tmp_path, full)
     assert not any(c.startswith("curl -fL") for c in commands)
     assert message.endswith(f"The runfile /tmp/{info.filename} was there before this call (its checksum matched) "
                             "and stays there.")
     assert hashlib.md5(there.read_bytes()).hexdigest() == info.md5
     # Downloaded by this call, into a directory that is not a temporary one.
-    message, _ = failure(sim, tmp_path, download_dir="/root/runfiles")
+    message, _ = failure(sim, tmp_path, full, download_dir="/root/runfiles")
     assert message.endswith(f"The runfile this call downloaded stays at /root/runfiles/{info.filename} "
                             "(download_dir is not a temporary directory).")
     assert sim.sys_path(f"/root/runfiles/{info.filename}").is_file()
@@ -193,3 +209,57 @@ def test_a_link_planted_on_the_way_is_refused_before_anything_is_written(tmp_pat
     # and a toolkit_path through a link (or `..`)
     message, _ = failure(sim, tmp_path, toolkit_path="/usr/local/cuda-12.8/../cuda-13.0-x")
     assert "toolkit_path /usr/local/cuda-12.8/../cuda-13.0-x leads to /usr/local/cuda-13.0-x" in message
+
+
+# --------------------------------------------------------------------------- the room it needs, known first
+
+
+def test_a_target_without_room_for_the_toolkit_is_refused_before_anything_is_downloaded(tmp_path):
+    """The seed's box: 1.5 GB free under /usr/local. The installer would say so only after the download."""
+    sim = build_sim(tmp_path / "gpu", free_space_mb={"/usr/local": 1500})
+    message, commands = failure(sim, tmp_path)
+    assert message == ("not enough space to install CUDA 13.0 on sim: the filesystem mounted at /usr/local has 1.5 "
+                       "GiB free and needs 6.7 GiB: 6.7 GiB in /usr/local (the toolkit goes there) (figures: NVIDIA's "
+                       "installer figures for CUDA 13.0). Free space there, or choose another tmpdir or toolkit_path on "
+                       "a filesystem that has it; nothing was downloaded or written")
+    assert not [c for c in commands if c.startswith(("curl -fL", "mkdir", "sh ", "sudo"))], commands
+    assert list(sim.sys_path("/tmp").iterdir()) == []
+    assert not sim.sys_path(LOG).exists() and not sim.sys_path(TARGET).exists()
+
+
+def test_places_on_one_filesystem_need_their_sum(tmp_path):
+    """Unpacked in /var/tmp (8.0 GiB) and installed under /usr/local (6.7 GiB), both on /: each fits in its 11.7
+    GiB, both at once do not, and the installer copies while the payload is unpacked."""
+    sim = build_sim(tmp_path / "gpu", free_space_mb={"/": 12_000})
+    message, commands = failure(sim, tmp_path, tmpdir="/var/tmp")
+    assert ("the filesystem mounted at / has 11.7 GiB free and needs 14.7 GiB: 8.0 GiB in /var/tmp (the installer "
+            "unpacks the runfile there); 6.7 GiB in /usr/local (the toolkit goes there)") in message
+    assert not [c for c in commands if c.startswith(("curl -fL", "mkdir"))]
+    sim.set_free_space("/", 16_000)
+    r, _ = install(sim, tmp_path, tmpdir="/var/tmp")
+    assert r.nvcc_version == "13.0"
+
+
+def test_a_runfiles_own_header_says_what_it_unpacks_to(tmp_path):
+    """A real makeself archive (what NVIDIA's runfiles are) of a release no table knows: its header's size is
+    read with `head`, nothing of it runs, and the install is refused on it."""
+    src = tmp_path / "payload"
+    src.mkdir()
+    (src / "toolkit.bin").write_bytes(b"\0" * 50_000_000)
+    (src / "install.sh").write_text("#!/bin/sh\ntouch /tmp/the-runfile-ran\n")
+    (src / "install.sh").chmod(0o755)
+    sim = build_sim(tmp_path / "gpu", free_space_mb={"/tmp": 20})
+    name = "cuda_12.9.1_575.57.08_linux.run"
+    runfile = sim.sys_path(f"/root/{name}")
+    runfile.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([shutil.which("makeself"), "--nox11", "--quiet", str(src), str(runfile), "CUDA", "./install.sh"],
+                   check=True, capture_output=True)
+    commands: list[str] = []
+    with pytest.raises(ToolError) as e:
+        _call(sim, tmp_path, commands, runfile=f"/root/{name}", version="12.9",
+              checksum=hashlib.md5(runfile.read_bytes()).hexdigest())
+    assert "the filesystem mounted at /tmp has 20 MiB free and needs 48 MiB: 48 MiB in /tmp (the installer unpacks " \
+           "the runfile there)" in str(e.value) and "(figures: the runfile's header)" in str(e.value)
+    assert any(c.startswith("head -c 65536 /root/" + name) for c in commands)
+    assert not [c for c in commands if c.startswith(("sh ", "sudo", "md5sum"))]
+    assert not sim.sys_path("/tmp/the-runfile-ran").exists()
