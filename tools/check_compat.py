@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext
+from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, norm_path
 from tools.inspect_host import InspectHost
 from tools.install_runfile import MIN_DRIVER  # the installer refuses on the same table
 from tools.pip_install import JIT_PACKAGES, wheel_cuda
-from tools.toolkit_sizes import Place, needs_for, shortfalls
+from tools.toolkit_sizes import Place, mount_and_free, needs_for, shortfalls
 
 RELEASE_NOTES = "NVIDIA CUDA Toolkit release notes, table 'CUDA Toolkit and minimum required driver version'"
 GPU_NOTES = "NVIDIA driver release notes, supported products (Blackwell GPUs need the 570 driver branch or newer)"
@@ -58,8 +58,9 @@ class CheckCompat(Tool):
     """Check whether a target CUDA toolkit (and wheels built for it) can run on a host, before acting.
 
     Read-only. Lists what blocks the target (a driver too old for its CUDA major, GPUs it drops or that
-    need a newer CUDA, too little room in /tmp or under /usr/local for the toolkit's default install:
-    `space` gives each figure) and what the plan would endanger (torch built for another CUDA while a
+    need a newer CUDA, too little room for the toolkit where it would be unpacked and installed: /tmp
+    and /usr/local/cuda-X.Y unless you give the tmpdir and toolkit_path you mean to use; `space` gives each
+    figure) and what the plan would endanger (torch built for another CUDA while a
     JIT-compiling package is installed, torch that cannot see the GPUs now), each with its source.
     Call it with inspect_host before the first change; if something blocks, do not upgrade: report it.
     """
@@ -71,11 +72,17 @@ class CheckCompat(Tool):
         cuda: str = Field(pattern=r"^\d+\.\d+$", description="target CUDA toolkit version X.Y, e.g. 13.0")
         python: str | None = Field(default=None, description="interpreter whose torch to check (default: the "
                                                              "host's configured one)")
+        tmpdir: str = Field(default="/tmp", pattern=r"^/[^\x00-\x1f\x7f]*$", description="the installer's temp dir to check the room "
+                                                                        "in (install_runfile's tmpdir)")
+        toolkit_path: str | None = Field(default=None, pattern=r"^/[^\x00-\x1f\x7f]*$", description="where the toolkit would go "
+                                         "(install_runfile's toolkit_path; default /usr/local/cuda-X.Y)")
 
     Result = CheckCompatResult
 
     def action(self, args) -> Action:
-        return Action(host=args.host, subject=f"check_compat cuda={args.cuda} python={args.python or '(default)'}",
+        return Action(host=args.host, subject=f"check_compat cuda={args.cuda} python={args.python or '(default)'}"
+                                              + (f" tmpdir={args.tmpdir}" if args.tmpdir != "/tmp" else "")
+                                              + (f" toolkit_path={args.toolkit_path}" if args.toolkit_path else ""),
                       risk=Risk(cls=RiskClass.READ_ONLY, rule="tool:check_compat",
                                 reason="reads versions and GPUs; changes nothing"),
                       interpreter=args.python)
@@ -129,11 +136,13 @@ class CheckCompat(Tool):
                                           f"compile CUDA code at run time: after a CUDA {major} toolkit, move the "
                                           f"wheels to +cu{major}{minor} builds too, and run them with CUDA_HOME set "
                                           "to the new toolkit", source="the installed packages"))
-        space = _space(args.cuda, facts.disk)
+        space = _space(ctx, args)
         for short in shortfalls(space):
-            blockers.append(Finding(what=f"too little room for the CUDA {args.cuda} toolkit with the defaults: {short}; "
-                                         "install_runfile refuses before anything is downloaded (free space there, or "
-                                         "give it a tmpdir or toolkit_path on a filesystem that has it)",
+            blockers.append(Finding(what=f"too little room for the CUDA {args.cuda} toolkit in tmpdir {args.tmpdir} and "
+                                         f"toolkit_path {args.toolkit_path or f'/usr/local/cuda-{args.cuda}'}: {short}; "
+                                         "install_runfile refuses it before anything is downloaded (free space there, "
+                                         "or, where the goal allows another tmpdir or toolkit_path, check_compat with "
+                                         "those)",
                                     source=f"df on the host; {needs_for(args.cuda).source}"))
         return CheckCompatResult(host=args.host, cuda=args.cuda, ok=not blockers, blockers=_unique(blockers),
                                  risks=risks, driver=driver, driver_cuda=driver_cuda,
@@ -145,20 +154,21 @@ class CheckCompat(Tool):
                                                   round(p.free_bytes / 2**30, 1), why=p.why) for p in space])
 
 
-def _space(cuda: str, disks: list) -> list[Place]:
-    """The places a default install of `cuda` writes to (tmpdir /tmp, toolkit_path /usr/local/cuda-X.Y) with what
-    it needs there and what inspect_host found free; none for a release whose figures nobody knows yet."""
-    needs = needs_for(cuda)
+def _space(ctx: ToolContext, args) -> list[Place]:
+    """The places an install of `args.cuda` writes to (the tmpdir, the toolkit_path's parent) with what it needs
+    there and what their filesystems have free (df on the host); none for a release whose figures nobody knows."""
+    needs = needs_for(args.cuda)
     if needs is None:
         return []
-    found = {d.path: d for d in disks}
-    places = []
-    for path, need, why in (("/tmp", needs.tmp_bytes, "the installer unpacks the runfile there"),
-                            ("/usr/local", needs.target_bytes, "the toolkit goes there")):
-        disk = found.get(path)
-        places.append(Place(path, need, why, disk.mount if disk else None,
-                            int(disk.free_gib * 2**30) if disk else None))
-    return places
+    host = ctx.hosts.get(args.host)
+
+    def sh(command: str):
+        return host.run(command, timeout=60, cancel=ctx.cancel)
+
+    target = norm_path(args.toolkit_path or f"/usr/local/cuda-{args.cuda}")
+    return [Place(path, need, why, *mount_and_free(sh, path))
+            for path, need, why in ((norm_path(args.tmpdir), needs.tmp_bytes, "the installer unpacks the runfile there"),
+                                    (target.rsplit("/", 1)[0] or "/", needs.target_bytes, "the toolkit goes there"))]
 
 
 def _unique(findings: list[Finding]) -> list[Finding]:

@@ -32,7 +32,8 @@ from tools.base import (
     truncate_for_model,
 )
 from tools.hosts import HostError
-from tools.toolkit_sizes import Place, header_payload_bytes, needs_for, read_header_command, shortfalls
+from tools.toolkit_sizes import (Place, header_payload_bytes, mount_and_free, needs_for, read_header_command,
+                                 shortfalls)
 
 # Where a runfile may come from: https://host/path, file:///path or /path, in safe characters only.
 RUNFILE_SOURCE = re.compile(r"^(?:https://[A-Za-z0-9.-]+(?::\d+)?/|file:///|/)[A-Za-z0-9._+/-]+$")
@@ -57,7 +58,8 @@ class InstallRunfile(Tool):
     refuses to run without one unless `override: true`), the free space the install needs in the temp dir,
     the target and the download dir, summed where they share a filesystem (from the runfile's own header
     where it is on the host, else NVIDIA's figures for the release: 13.0 unpacks about 8 GiB, installs about
-    6.7 GiB), and root or a password-less `sudo -n`. Then it fetches the runfile into download_dir on the host (made if
+    6.7 GiB), and root or a password-less `sudo -n`. A backup lists and a restore removes the toolkits at
+    /usr/local/cuda-* only: a toolkit_path anywhere else is not undone by one, and needs its own approval. Then it fetches the runfile into download_dir on the host (made if
     missing; resumable over https, copied from a file:// mirror; skipped if the file is already there with
     the right checksum), verifies the checksum NVIDIA publishes (md5) or a sha256, runs the installer
     silently with --toolkit --toolkitpath, reads the installer log of this run, checks the new nvcc, and
@@ -108,6 +110,14 @@ class InstallRunfile(Tool):
                 raise ValueError(f"{v[:200]!r} is not a runfile source: give https://HOST/PATH/cuda_X.Y.Z_DRIVER_linux.run, "
                                  "file:///PATH/cuda_X.Y.Z_DRIVER_linux.run or /PATH/cuda_X.Y.Z_DRIVER_linux.run "
                                  "(letters, digits and ._+-/ only)")
+            return v
+
+        @field_validator("toolkit_path", "tmpdir", "download_dir")
+        @classmethod
+        def _a_path(cls, v: str | None) -> str | None:
+            """An absolute path of printable characters: a NUL or a newline cannot name a place on the host."""
+            if v is not None and (not v.startswith("/") or any(ord(ch) < 32 or ord(ch) == 127 for ch in v)):
+                raise ValueError(f"{v[:200]!r} is not an absolute path of printable characters")
             return v
 
         @field_validator("checksum")
@@ -186,10 +196,12 @@ class InstallRunfile(Tool):
         if ".".join(m.group("cuda").split(".")[:2]) != args.version:
             raise ToolError(f"the runfile is CUDA {m.group('cuda')} but version {args.version} was asked for")
         is_url = "://" in args.runfile
-        tmpdir = args.tmpdir
-        download_dir = args.download_dir or args.tmpdir
+        # As given, for the check that each is the place it names (_resolves_to_itself); normalised for every
+        # command after it, the installer's included (a path that only spells its place oddly still names it).
+        given = {"tmpdir": args.tmpdir, "download_dir": args.download_dir or args.tmpdir,
+                 "toolkit_path": args.toolkit_path or f"/usr/local/cuda-{args.version}"}
+        tmpdir, download_dir, target = (posixpath.normpath(given[k]) for k in ("tmpdir", "download_dir", "toolkit_path"))
         path = f"{download_dir}/{name}" if is_url else args.runfile
-        target = args.toolkit_path or f"/usr/local/cuda-{args.version}"
         cuda_link = "/usr/local/cuda"
 
         stage = {"now": "preflight", "writes": "nothing was written", "installed": False}
@@ -221,7 +233,7 @@ class InstallRunfile(Tool):
         if not args.toolkit_only and driver is not None:
             raise ToolError(f"driver {driver} is loaded: the runfile cannot replace a driver that is in use. "
                             f"Install the toolkit only (toolkit_only: true); nothing was written")
-        _resolves_to_itself(sh, {"tmpdir": tmpdir, "download_dir": download_dir, "toolkit_path": target})
+        _resolves_to_itself(sh, given)
         exists = sh(f"test -e {shlex.quote(target)} && echo exists || echo free")
         if exists.stdout.strip() == "exists":
             raise ToolError(f"{target} already exists: a side-by-side install needs a new directory. Choose "
@@ -379,7 +391,7 @@ class InstallRunfile(Tool):
                   (_parent(target), needs.target_bytes, "the toolkit goes there")]
         if is_url and not fetched_there and size:
             places.append((download_dir, size, "the runfile is downloaded there"))
-        short = shortfalls([Place(where, need, why, *_space(sh, where)) for where, need, why in places])
+        short = shortfalls([Place(where, need, why, *mount_and_free(sh, where)) for where, need, why in places])
         if short:
             raise ToolError(f"not enough space to install CUDA {args.version} on {args.host}: {'; '.join(short)} "
                             f"(figures: {needs.source}). Free space there, or choose another tmpdir or "
@@ -472,15 +484,6 @@ def split_checksum(value: str) -> tuple[str | None, str]:
 
 def _parent(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[0] or "/"
-
-
-def _space(sh, path: str) -> tuple[str | None, int | None]:
-    """The mount point `path` is on (or would be, once made) and its free bytes; None where df cannot say."""
-    r = sh(f"d={shlex.quote(path)}; while [ ! -e \"$d\" ]; do d=$(dirname \"$d\"); done; df -P -k \"$d\" | tail -1")
-    parts = r.stdout.split()
-    if not (r.ok and len(parts) >= 6 and parts[3].isdigit()):
-        return None, None
-    return " ".join(parts[5:]), int(parts[3]) * 1024
 
 
 def _readlink(sh, link: str) -> str | None:

@@ -103,3 +103,13 @@ def shortfalls(places: list[Place]) -> list[str]:
             what = "; ".join(f"{gib(p.need_bytes)} in {p.path} ({p.why})" for p in on_it)
             out.append(f"the filesystem mounted at {mount} has {gib(free)} free and needs {gib(need)}: {what}")
     return out
+
+
+def mount_and_free(sh, path: str) -> tuple[str | None, int | None]:
+    """The mount point `path` is on (or would be, once made) and its free bytes, by `sh(command)` on the host;
+    None where df cannot say."""
+    r = sh(f"d={shlex.quote(path)}; while [ ! -e \"$d\" ]; do d=$(dirname \"$d\"); done; df -P -k \"$d\" | tail -1")
+    parts = r.stdout.split()
+    if not (r.ok and len(parts) >= 6 and parts[3].isdigit()):
+        return None, None
+    return " ".join(parts[5:]), int(parts[3]) * 1024

@@ -67,7 +67,7 @@ def required_backup(tool: str, action: Action, risk: Risk, backups: list[BackupR
     for them, as the approval panel says ("if that is the host's default interpreter")."""
     host = action.host or "-"
     words = _words(action.subject) if tool == "ssh_exec" else []
-    area = _area(tool, risk, words)
+    area = _area(tool, action, risk, words)
     if area == "python":
         named = action.interpreter if tool != "ssh_exec" else _interpreter(words)
         target = named or default_python
@@ -89,7 +89,7 @@ def required_backup(tool: str, action: Action, risk: Risk, backups: list[BackupR
                            " that recorded its system state (system.txt: the toolkits and the cuda link), which a "
                            "toolkit or link change needs to be undone: take pip_freeze_backup, which records it")
     latest = backups[-1] if backups else None
-    if area in ("toolkit-files", "packages", "driver", "conda"):
+    if area in _UNDONE_BY_NONE:
         return Requirement("irreversible", latest, TAKE_BACKUP, why=_UNDONE_BY_NONE[area])
     # A rollback, or a shell command whose effect is not known (area None): nothing says which backup would
     # undo it, so the gate keeps its rule of order, any verified backup of the host; the approval (the
@@ -97,7 +97,13 @@ def required_backup(tool: str, action: Action, risk: Risk, backups: list[BackupR
     return Requirement("any", latest, TAKE_BACKUP)
 
 
+# A toolkit directory a backup's system state lists (tools/system_state.py: `for d in /usr/local/cuda-*`), in the
+# characters its one-line-per-toolkit record keeps whole.
+_LISTED_TOOLKIT = re.compile(r"/usr/local/cuda-[A-Za-z0-9._+-]+\Z")
+
 _UNDONE_BY_NONE = {
+    "toolkit-elsewhere": "a backup records the toolkits at /usr/local/cuda-* only, and a restore removes only those: "
+                         "a toolkit installed anywhere else is neither recorded nor removed (it comes off by hand)",
     "toolkit-files": "a backup records which toolkits are there, not their files; a removed toolkit comes back "
                      "only from its installer",
     "packages": "system packages are recorded and compared by a backup, not put back",
@@ -111,7 +117,7 @@ def what_undoes(tool: str, action: Action, risk: Risk, backups: list[BackupRecor
                 default_python: str | None = None) -> Cover:
     """The backup among `backups` (this host's verified ones, oldest first) that undoes the step, and how."""
     words = _words(action.subject) if tool == "ssh_exec" else []
-    area = _area(tool, risk, words)
+    area = _area(tool, action, risk, words)
     freezes = [b for b in backups if b.kind == "pip-freeze"]
     if area == "python":
         return _python(action.interpreter if tool != "ssh_exec" else _interpreter(words), freezes,
@@ -162,14 +168,20 @@ def _rehearsed(b: BackupRecord) -> str:
     return ""
 
 
-def _area(tool: str, risk: Risk, words: list[str]) -> str | None:
+def _area(tool: str, action: Action, risk: Risk, words: list[str]) -> str | None:
     rule = risk.rule
     if tool == "pip_install":
         return "python"
     if tool == "restore_backup":
         return "rollback"
     if tool == "install_runfile":
-        return "driver" if rule.endswith(":driver") else "toolkit"
+        if rule.endswith(":driver"):
+            return "driver"
+        # A backup lists the toolkits at /usr/local/cuda-* and a restore removes those installed since: only a
+        # toolkit put there is undone by one (anywhere else, /opt/cuda-13.0 among them, it is neither seen nor
+        # removed).
+        return "toolkit" if _LISTED_TOOLKIT.match(str((action.args or {}).get("toolkit_path") or "")) else \
+            "toolkit-elsewhere"
     cuda_paths = any(w.startswith(CUDA_PREFIX) for w in words)
     if rule.startswith(("pip:", "uv:")):
         return "python"

@@ -75,6 +75,26 @@ def test_a_toolkit_change_needs_a_backup_with_a_system_reading():
     assert decide(scripted(rule, backups=[backup("/usr/bin/python3")]), "install_runfile", args).allowed
 
 
+def test_a_toolkit_installed_where_no_backup_lists_it_needs_a_rule_that_says_irreversible():
+    """A backup lists /usr/local/cuda-* and a restore removes only those: a toolkit in /opt is not undone by one
+    (found by a played model that installed into /opt on a rule's say-so, told the backup would roll it back)."""
+    t = REGISTRY.get("install_runfile")
+    args = {"runfile": "/srv/cuda_13.0.1_580.82.07_linux.run", "checksum": "0" * 32, "version": "13.0",
+            "toolkit_path": "/opt/cuda-13.0"}
+    pinned = t.action(t.parse_args({"host": "gpu1", **args})).args
+    d = decide(scripted(Authorization(host="gpu1", tool="install_runfile", args=pinned),
+                        backups=[backup("/usr/bin/python3")]), "install_runfile", args)
+    assert (d.verdict.value, d.rule) == ("deny", "irreversible")
+    assert "a toolkit installed anywhere else is neither recorded nor removed" in d.reason
+    d = decide(scripted(Authorization(host="gpu1", tool="install_runfile", args=pinned, irreversible=True),
+                        backups=[backup("/usr/bin/python3")]), "install_runfile", args)
+    assert d.allowed
+    for listed in ("/usr/local/cuda-13.0", "/usr/local/cuda-13.0/", "/usr/local//cuda-13.0"):
+        a = {**args, "toolkit_path": listed}
+        rule = Authorization(host="gpu1", tool="install_runfile", args=t.action(t.parse_args({"host": "gpu1", **a})).args)
+        assert decide(scripted(rule, backups=[backup("/usr/bin/python3")]), "install_runfile", a).allowed, listed
+
+
 def test_a_command_of_unknown_effect_keeps_the_rule_of_any_backup_of_the_host():
     command = "systemctl restart sglang"
     gate = scripted(Authorization(host="gpu1", command=command), backups=[backup("/opt/venv/bin/python")])

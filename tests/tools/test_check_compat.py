@@ -14,13 +14,13 @@ from tools.sim import build_sim
 def check(tmp_path):
     pools = []
 
-    def run(cuda: str, **sim_options):
+    def run(cuda: str, args: dict | None = None, **sim_options):
         sim = build_sim(tmp_path / f"gpu{len(pools)}", **sim_options)
         pool = HostPool([sim.host_spec()])
         pools.append(pool)
         tool = CheckCompat()
         return tool.run(ToolContext(hosts=pool, artifacts=ArtifactStore(None)), tool.parse_args({"host": "sim",
-                                                                                                 "cuda": cuda}))
+                                                                                                 "cuda": cuda, **(args or {})}))
     yield run
     for pool in pools:
         pool.close()
@@ -57,6 +57,9 @@ def test_too_little_room_under_usr_local_blocks_and_names_both_figures(check):
     by_path = {s.path: s for s in r.space}
     assert by_path["/usr/local"].free_gib == 1.5 and by_path["/usr/local"].need_gib == 6.7
     assert by_path["/tmp"].need_gib == 8.0 and by_path["/tmp"].free_gib > 8
+    # The blocker is about the places checked: where the goal allows /opt, the same host has the room there.
+    there = check("13.0", {"toolkit_path": "/opt/cuda-13.0"}, free_space_mb={"/usr/local": 1500})
+    assert there.ok and [(s.path, s.mount) for s in there.space] == [("/tmp", "/tmp"), ("/opt", "/")]
 
 
 def test_the_seed_machine_has_room_and_says_how_much(check):
