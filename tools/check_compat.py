@@ -17,6 +17,7 @@ from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, n
 from tools.inspect_host import InspectHost
 from tools.install_runfile import MIN_DRIVER  # the installer refuses on the same table
 from tools.pip_install import JIT_PACKAGES, wheel_cuda
+from tools.system_state import LISTED_TOOLKIT
 from tools.toolkit_sizes import Place, mount_and_free, needs_for, shortfalls
 
 RELEASE_NOTES = "NVIDIA CUDA Toolkit release notes, table 'CUDA Toolkit and minimum required driver version'"
@@ -33,7 +34,7 @@ class Finding(BaseModel):
 
 class SpaceNeed(BaseModel):
     path: str
-    mount: str | None
+    mount: str | None = Field(description="the filesystem the path is on (for one not made yet, its nearest parent's)")
     free_gib: float | None
     need_gib: float
     why: str
@@ -136,6 +137,11 @@ class CheckCompat(Tool):
                                           f"compile CUDA code at run time: after a CUDA {major} toolkit, move the "
                                           f"wheels to +cu{major}{minor} builds too, and run them with CUDA_HOME set "
                                           "to the new toolkit", source="the installed packages"))
+        if args.toolkit_path and not LISTED_TOOLKIT.match(norm_path(args.toolkit_path)):
+            risks.append(Finding(what=f"a toolkit at {args.toolkit_path} is undone by no backup (a backup lists, and a "
+                                      "restore removes, the toolkits at /usr/local/cuda-* only): installing it there "
+                                      "needs a goal rule that says irreversible: true, and it comes off by hand",
+                                 source="pip_freeze_backup and restore_backup"))
         space = _space(ctx, args)
         for short in shortfalls(space):
             blockers.append(Finding(what=f"too little room for the CUDA {args.cuda} toolkit in tmpdir {args.tmpdir} and "

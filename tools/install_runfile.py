@@ -32,8 +32,7 @@ from tools.base import (
     truncate_for_model,
 )
 from tools.hosts import HostError
-from tools.toolkit_sizes import (Place, header_payload_bytes, mount_and_free, needs_for, read_header_command,
-                                 shortfalls)
+from tools.toolkit_sizes import Place, header_payload_bytes, mount_and_free, needs_for, read_header_command, shortfalls
 
 # Where a runfile may come from: https://host/path, file:///path or /path, in safe characters only.
 RUNFILE_SOURCE = re.compile(r"^(?:https://[A-Za-z0-9.-]+(?::\d+)?/|file:///|/)[A-Za-z0-9._+/-]+$")

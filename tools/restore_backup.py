@@ -73,7 +73,8 @@ class RestoreBackup(Tool):
             "the host's pip configuration (PyPI unless it says otherwise)"))
         system: bool = Field(default=False, description=(
             "also roll back the system state the backup recorded: put the cuda link back and remove the CUDA "
-            "toolkits installed since (system packages and the driver are compared and reported, not changed)"))
+            "toolkits installed at /usr/local/cuda-* since (a toolkit installed elsewhere is not recorded, and stays; "
+            "system packages and the driver are compared and reported, not changed)"))
 
         @field_validator("index_url")
         @classmethod

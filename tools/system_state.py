@@ -12,10 +12,14 @@ One line per fact, tab-separated, so that the record reads as plainly as `pip fr
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 
 CUDA_LINK = "/usr/local/cuda"
+# A toolkit directory the reading lists (`for d in /usr/local/cuda-*` below) and a restore removes, in the characters
+# its one-line-per-toolkit record keeps whole: a toolkit anywhere else is neither recorded nor removed.
+LISTED_TOOLKIT = re.compile(r"/usr/local/cuda-[A-Za-z0-9._+-]+\Z")
 PACKAGE_PATTERNS = ("cuda-*", "libcuda*", "nvidia-*", "libnvidia-*", "libcudnn*", "libnccl*", "tensorrt*")
 
 SCRIPT = (

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tools.base import Action, BackupRecord, Risk
+from tools.system_state import LISTED_TOOLKIT
 
 CUDA_PREFIX = "/usr/local/cuda"
 _PIP = re.compile(r"pip[0-9.]*")
@@ -65,7 +66,6 @@ def required_backup(tool: str, action: Action, risk: Risk, backups: list[BackupR
     python3): a typed pip_install without `python`, and a bare `pip` of a shell command, change that one.
     None where the gate was not told (a host added mid-chat): then any pip-freeze backup of the host counts
     for them, as the approval panel says ("if that is the host's default interpreter")."""
-    host = action.host or "-"
     words = _words(action.subject) if tool == "ssh_exec" else []
     area = _area(tool, action, risk, words)
     if area == "python":
@@ -96,10 +96,6 @@ def required_backup(tool: str, action: Action, risk: Risk, backups: list[BackupR
     # operator, who reads "not known" on the panel, or an exact command rule) is what lets it run.
     return Requirement("any", latest, TAKE_BACKUP)
 
-
-# A toolkit directory a backup's system state lists (tools/system_state.py: `for d in /usr/local/cuda-*`), in the
-# characters its one-line-per-toolkit record keeps whole.
-_LISTED_TOOLKIT = re.compile(r"/usr/local/cuda-[A-Za-z0-9._+-]+\Z")
 
 _UNDONE_BY_NONE = {
     "toolkit-elsewhere": "a backup records the toolkits at /usr/local/cuda-* only, and a restore removes only those: "
@@ -180,7 +176,7 @@ def _area(tool: str, action: Action, risk: Risk, words: list[str]) -> str | None
         # A backup lists the toolkits at /usr/local/cuda-* and a restore removes those installed since: only a
         # toolkit put there is undone by one (anywhere else, /opt/cuda-13.0 among them, it is neither seen nor
         # removed).
-        return "toolkit" if _LISTED_TOOLKIT.match(str((action.args or {}).get("toolkit_path") or "")) else \
+        return "toolkit" if LISTED_TOOLKIT.match(str((action.args or {}).get("toolkit_path") or "")) else \
             "toolkit-elsewhere"
     cuda_paths = any(w.startswith(CUDA_PREFIX) for w in words)
     if rule.startswith(("pip:", "uv:")):

@@ -66,3 +66,9 @@ def test_the_seed_machine_has_room_and_says_how_much(check):
     r = check("13.0")
     assert r.ok and [(s.path, s.need_gib) for s in r.space] == [("/tmp", 8.0), ("/usr/local", 6.7)]
     assert check("12.9").space == []  # no figures for a release nobody measured: install_runfile reads its header
+
+
+def test_a_toolkit_path_no_backup_lists_is_named_as_a_risk_before_the_install(check):
+    r = check("13.0", {"toolkit_path": "/opt/nvidia/cuda-13.0"})
+    assert r.ok and any("is undone by no backup" in f.what and "irreversible: true" in f.what for f in r.risks)
+    assert not any("undone by no backup" in f.what for f in check("13.0", {"toolkit_path": "/usr/local/cuda-13.0"}).risks)
