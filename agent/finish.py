@@ -156,8 +156,9 @@ def judge(outcome: Outcome, session: Session, checks_ok: bool | None, failures: 
         return Verdict(ExitCode.FAILED, "not met", f"{len(session.refused)} call(s) were refused and no success check "
                        "proves the goal")
     if session.tool_calls == 0:
-        return Verdict(ExitCode.FAILED, "not met", "nothing ran: the model answered without calling a tool, and the "
-                       "goal file has no success checks")
+        why = ("the model answered without calling a tool" if not session.calls_made else
+               f"none of the model's {session.calls_made} call(s) could run")
+        return Verdict(ExitCode.FAILED, "not met", f"nothing ran: {why}, and the goal file has no success checks")
     return Verdict(ExitCode.OK, "unverified", f"{session.tool_calls} step{'s' * (session.tool_calls != 1)} ran and "
                    "none failed, but the goal file has no success checks: nothing proved the goal")
 

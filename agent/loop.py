@@ -229,8 +229,8 @@ class Session:
                 r = results[p.index] = CallResult(content="not run", ok=False, status="cancelled")
             if r.failed:
                 self.failed_calls += 1
-            elif r.status == "skipped" and p.runnable:  # not started: an earlier change on its host failed
-                self.tool_calls -= 1
+            elif r.status in ("skipped", "unavailable") and p.runnable:  # not started: an earlier change on its
+                self.tool_calls -= 1  # host failed, or the tool cannot run here (web_search without its key)
                 self.skipped += 1
             self.emit("tool_result", turn=turn_no, index=p.index, call_id=p.call.id, tool=p.call.name,
                       status=r.status, ok=r.ok, content=r.content, data=r.data, error=r.error,

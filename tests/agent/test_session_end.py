@@ -5,10 +5,11 @@ simulated GPU host, with a scripted model."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from agent.finish import finish
+from agent.finish import finish, judge
 from agent.goal import load_goal
 from agent.loop import Outcome
 from agent.model import ScriptedModel, turn
@@ -133,3 +134,12 @@ def test_a_session_without_a_goal_reads_only_the_hosts_it_changed(tmp_path, sim)
     assert states[0]["inspect"]["cuda_symlink"] == "/opt"
     assert not events(tmp_path / "chat.jsonl", "goal_result")
     assert session.ending == Outcome("done", "") or session.ending.status == "done"
+
+
+def test_a_run_whose_calls_could_not_run_says_so_not_that_the_model_called_none():
+    session = SimpleNamespace(gate=SimpleNamespace(plan=False), failed_calls=0, refused=[], tool_calls=0, calls_made=2,
+                              transcript=SimpleNamespace(path=None))
+    verdict = judge(Outcome("done", "final answer"), session, None)
+    assert verdict.verdict == "not met" and verdict.reason.startswith("nothing ran: none of the model's 2 call(s)")
+    session.calls_made = 0
+    assert "the model answered without calling a tool" in judge(Outcome("done"), session, None).reason

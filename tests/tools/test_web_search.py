@@ -372,3 +372,5 @@ def test_without_a_key_the_session_goes_on(monkeypatch, exa, tmp_path):
     assert result["status"] == "unavailable"
     end = next(e for e in iter_events(path) if e["type"] == "session_end")
     assert end["failed"] == 0
+    # Nor a step that ran: the end counts it as not run, as it counts a step skipped.
+    assert (end["tool_calls"], end["skipped"], end["calls"]) == (0, 1, 1)
