@@ -58,7 +58,8 @@ def _script(cuda_root: str, python: str, disk_paths: list[str]) -> str:
         "gcc": "command -v gcc >/dev/null && gcc --version 2>&1 | head -n 1",
         # A third field for symlinks (Ubuntu's /usr/local/cuda-13 -> /etc/alternatives/cuda-13 ->
         # /usr/local/cuda-13.0): where they resolve, so one toolkit is not listed twice.
-        "toolkits": f"for d in {r}/cuda-*; do [ -d \"$d\" ] || continue; v=''; "
+        # Beside the cuda root, the other places teams keep toolkits (/opt/cuda-13.0, /opt/nvidia/cuda-13.0).
+        "toolkits": f"for d in {r}/cuda-* /opt/cuda-* /opt/*/cuda-*; do [ -d \"$d\" ] || continue; v=''; "
                     f"if [ -x \"$d/bin/nvcc\" ]; then v=$(\"$d/bin/nvcc\" --version 2>/dev/null | grep -o 'release [0-9.]*'); fi; "
                     f"t=''; if [ -L \"$d\" ]; then t=$(readlink -f \"$d\"); fi; "
                     f"echo \"$d|$v|$t\"; done",

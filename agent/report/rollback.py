@@ -44,8 +44,11 @@ def toolkit_rollback(report: Report, view: ToolkitView) -> list[str]:
         cmds.append(f"ln -sfn {shlex.quote(view.link_before)} {link}" if view.link_before else
                     f"rm -f {link}")  # there was no link before
     added = [r.path for r in view.rows if r.change == "added"]
-    if not after_known:  # what the installs put there, at least
-        added += [s.data["toolkit_path"] for s in view.installs if s.data["toolkit_path"] not in added]
+    # What the installs put there, at least: all of it without a reading after, and, with one, a toolkit the
+    # reading could not see (installed outside the places inspect_host looks).
+    seen = {r.path for r in view.rows}
+    added += [s.data["toolkit_path"] for s in view.installs
+              if s.data["toolkit_path"] not in added and (not after_known or s.data["toolkit_path"] not in seen)]
     cmds += [f"rm -rf {shlex.quote(p)}" for p in added]
     cmds += [f"# {r.path} was removed during the session: reinstall it from its runfile" for r in view.rows
              if r.change == "removed"]

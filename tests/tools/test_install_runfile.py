@@ -263,3 +263,32 @@ def test_a_runfiles_own_header_says_what_it_unpacks_to(tmp_path):
     assert any(c.startswith("head -c 65536 /root/" + name) for c in commands)
     assert not [c for c in commands if c.startswith(("sh ", "sudo", "md5sum"))]
     assert not sim.sys_path("/tmp/the-runfile-ran").exists()
+
+
+def test_a_toolkit_under_opt_is_seen_by_inspect_host_and_its_rollback_names_it(tmp_path):
+    """Where teams keep toolkits when /usr/local is small: the reading at the end sees it (the report's table says
+    it was added), and the printed rollback removes it by hand, since no backup does."""
+    from agent.report.data import Step, ToolkitRow, ToolkitView
+    from agent.report.rollback import toolkit_rollback
+    from tools.inspect_host import InspectHost
+
+    sim = build_sim(tmp_path / "gpu")
+    r, _ = install(sim, tmp_path, toolkit_path="/opt/nvidia/cuda-13.0")
+    assert r.toolkit_path == "/opt/nvidia/cuda-13.0" and r.nvcc_version == "13.0"
+    pool = HostPool([sim.host_spec()])
+    try:
+        tool = InspectHost()
+        seen = tool.run(ToolContext(hosts=pool, artifacts=ArtifactStore(None)), tool.parse_args({"host": "sim"}))
+    finally:
+        pool.close()
+    assert {(t.path, t.version) for t in seen.toolkits} >= {("/opt/nvidia/cuda-13.0", "13.0"),
+                                                             ("/usr/local/cuda-12.8", "12.8")}
+    # A reading after that could not see where an install went (anywhere else): the install's own record says.
+    install_step = Step(turn=3, index=0, tool="install_runfile", arguments={}, host="sim", ok=True,
+                        data={"toolkit_path": "/data/toolkits/cuda-13.0", "symlink_before": "/usr/local/cuda-12.8",
+                              "symlink_after": "/usr/local/cuda-12.8"})
+    view = ToolkitView(host="sim", before_step=install_step, after_source="final state",
+                       rows=[ToolkitRow("/usr/local/cuda-12.8", "12.8", True, True)], link_before="/usr/local/cuda-12.8",
+                       link_after="/usr/local/cuda-12.8", on_path_before="12.8", on_path_after="12.8",
+                       installs=[install_step], after_known=True)
+    assert toolkit_rollback(None, view) == ["rm -rf /data/toolkits/cuda-13.0"]
