@@ -21,6 +21,7 @@ from agent.fleet.stats import bootstrap_gate
 from agent.goal import Goal, HostEntry
 from agent.model.protocol import AssistantTurn, ToolCall
 from agent.text import clip
+from tools.toolkit_sizes import Place, needs_for, shortfalls
 
 # What a host's rollout ended as, Ansible's recap words where they mean the same.
 OK, CHANGED, FAILED, HELD, UNREACHABLE, INTERRUPTED, NOT_RUN = (
@@ -134,6 +135,8 @@ class RecipeModel:
             self.held, self.at_target = [], True
             yield ("final", "already at target: its facts are what the canary ended with")
             return
+        if not self.held:
+            self.held = lacking_room(recipe, facts)
         if self.held:
             yield ("final", "held: " + "; ".join(self.held))
             return
@@ -243,3 +246,26 @@ def gate_of(recipe: Recipe, results: dict[str, dict]) -> dict | None:
     result = bootstrap_gate([float(v) for v in before["values"]], [float(v) for v in after["values"]],
                             bench.gate.max_drop_percent, bench.gate.confidence, higher, metric=after.get("metric", ""))
     return result.as_dict()
+
+
+def lacking_room(recipe: Recipe, inspection: dict) -> list[str]:
+    """What the recipe's toolkit installs need free on this host and its filesystems lack, read from its
+    inspection (df of /tmp, /var/tmp and /usr/local) before anything changes: the host is held, not failed and
+    restored. A place the inspection did not measure is left to install_runfile's own check."""
+    measured = {d["path"]: d for d in inspection.get("disk") or [] if isinstance(d, dict) and d.get("path")}
+    lacking = []
+    for step in recipe.steps:
+        version = step.args.get("version")
+        needs = needs_for(version) if step.tool == "install_runfile" and isinstance(version, str) else None
+        if needs is None:
+            continue
+        target = str(step.args.get("toolkit_path") or f"/usr/local/cuda-{version}").rstrip("/")
+        places = []
+        for path, need, why in ((str(step.args.get("tmpdir") or "/tmp").rstrip("/") or "/", needs.tmp_bytes,
+                                 "the installer unpacks the runfile there"),
+                                (target.rsplit("/", 1)[0] or "/", needs.target_bytes, "the toolkit goes there")):
+            disk = measured.get(path)
+            if disk is not None and isinstance(disk.get("free_gib"), (int, float)):
+                places.append(Place(path, need, why, disk.get("mount"), int(disk["free_gib"] * 2**30)))
+        lacking += [f"too little room for CUDA {version}: {short} ({needs.source})" for short in shortfalls(places)]
+    return lacking

@@ -99,7 +99,7 @@ def changes(path: Path) -> list[tuple[str, str]]:
 
 def test_a_small_fleet_holds_the_host_that_differs_rolls_back_the_one_that_fails_and_upgrades_the_rest(
         recipe, tmp_path):
-    inv = inventory(tmp_path / "hosts.ini", {"gpu01": "", "gpu02": "{free_space_mb: {/tmp: 500}}",
+    inv = inventory(tmp_path / "hosts.ini", {"gpu01": "", "gpu02": "{gcc: null}",
                                              "gpu03": "{driver: 580.95.05}", "gpu04": ""})
     out = tmp_path / "rollout"
     r = agent("fleet", str(recipe), "-i", str(inv), "--batch", "3", "--max-fail", "50", "--dir", str(out), home=tmp_path)
@@ -158,7 +158,7 @@ def check_page_in_a_browser(page: Path, hosts: dict[str, dict], tmp_path: Path) 
 
 
 def test_a_failed_canary_stops_the_rollout_before_any_other_host(recipe, tmp_path):
-    inv = inventory(tmp_path / "hosts.ini", {"gpu01": "{free_space_mb: {/tmp: 500}}", "gpu02": "", "gpu03": ""})
+    inv = inventory(tmp_path / "hosts.ini", {"gpu01": "{gcc: null}", "gpu02": "", "gpu03": ""})
     out = tmp_path / "rollout"
     r = agent("fleet", str(recipe), "-i", str(inv), "--max-fail", "90", "--dir", str(out), "--json", home=tmp_path)
     assert r.returncode == 1, r.stderr[-2000:]
@@ -199,7 +199,7 @@ def test_32_sims_in_batches_of_8_with_2_failures_go_on_under_the_threshold_and_e
     edited = tmp_path / "recipe.yaml"
     edited.write_text(dump_recipe(r))
     machines = {f"gpu{i:02}": "" for i in range(1, 33)}
-    machines.update({"gpu07": "{free_space_mb: {/tmp: 500}}", "gpu20": "{gpu_model: H100 80GB HBM3}",
+    machines.update({"gpu07": "{gcc: null}", "gpu20": "{gpu_model: H100 80GB HBM3}",
                      "gpu30": "{driver: 580.95.05}"})
     inv = inventory(tmp_path / "hosts.ini", machines)
     out = tmp_path / "rollout"
@@ -227,7 +227,7 @@ def test_32_sims_in_batches_of_8_with_2_failures_go_on_under_the_threshold_and_e
 def test_failures_over_the_threshold_stop_the_rollout_after_their_batch(recipe, tmp_path):
     """gpu03 fails in batch 1 of 3 (1 of 4 attempted: 25% > 20%): batch 2 never starts."""
     machines = {f"gpu{i:02}": "" for i in range(1, 8)}
-    machines["gpu03"] = "{free_space_mb: {/tmp: 500}}"
+    machines["gpu03"] = "{gcc: null}"
     inv = inventory(tmp_path / "hosts.ini", machines)
     out = tmp_path / "rollout"
     res = agent("fleet", str(recipe), "-i", str(inv), "--batch", "3", "--max-fail", "20", "--dir", str(out),
@@ -251,7 +251,7 @@ def test_a_recipe_that_drains_puts_back_only_the_nodes_it_drained_and_only_healt
     edited.write_text(dump_recipe(r))
     inv = inventory(tmp_path / "hosts.ini", {
         "gpu01": "{slurm: {jobs: [0.5]}}", "gpu02": '{slurm: {drained_by: "hw: fan 3 failed"}}',
-        "gpu03": "{slurm: {}, free_space_mb: {/tmp: 500}}"})
+        "gpu03": "{slurm: {}, gcc: null}"})
     out = tmp_path / "rollout"
     res = agent("fleet", str(edited), "-i", str(inv), "--canary", "0", "--batch", "3", "--max-fail", "50",
                 "--dir", str(out), home=tmp_path)
@@ -443,6 +443,22 @@ def test_a_rollout_killed_mid_change_is_resumed_by_restoring_the_host_from_its_r
         assert verify(path).ok and agent("replay", str(path), home=tmp_path).returncode == 0, path
     shown = agent("show", str(out / "fleet-2.jsonl"), "--verify", home=tmp_path)
     assert shown.returncode == 0, shown.stdout + shown.stderr
+
+
+def test_a_host_without_room_for_the_toolkit_is_held_before_anything_changes(recipe, tmp_path):
+    """/tmp with 500 MB: the inspection's df says the toolkit's installer cannot unpack there, so the host is held
+    (why, with both figures), before its backup: not failed and restored after a download. --check says the same."""
+    inv = inventory(tmp_path / "hosts.ini", {"gpu01": "", "gpu02": "{free_space_mb: {/tmp: 500}}"})
+    for flags, first in ((["--check"], "would change"), ([], "changed")):
+        out = tmp_path / ("check" if flags else "rollout")
+        r = agent("fleet", str(recipe), "-i", str(inv), "--dir", str(out), *flags, home=tmp_path)
+        hosts = check_record(out)
+        assert {h: e["status"] for h, e in hosts.items()} == {"gpu01": first, "gpu02": "held"}, r.stderr[-2000:]
+        # (inspect_host gives free space to a tenth of a GiB: 500 MB reads 0.5 GiB)
+        assert ("held: too little room for CUDA 13.0: the filesystem mounted at /tmp has 512 MiB free and needs 8.0 "
+                "GiB: 8.0 GiB in /tmp (the installer unpacks the runfile there) (NVIDIA's installer figures for CUDA "
+                "13.0)") in hosts["gpu02"]["reason"]
+        assert changes(out / "gpu02.jsonl") == []
 
 
 def test_check_changes_nothing_and_a_rerun_finds_upgraded_hosts_already_at_target(recipe, tmp_path):

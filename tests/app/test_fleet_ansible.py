@@ -24,7 +24,7 @@ from tools.hosts.sim import SimHost
 
 ROOT = Path(__file__).resolve().parents[2]
 CANARY = ROOT / "transcripts" / "cuda13-upgrade.jsonl"
-MACHINES = {"gpu01": {}, "gpu02": {}, "gpu03": {"free_space_mb": {"/tmp": 500}}, "gpu04": {"driver": "580.95.05"}}
+MACHINES = {"gpu01": {}, "gpu02": {}, "gpu03": {"gcc": None}, "gpu04": {"driver": "580.95.05"}}
 WANT = {"gpu01": "changed", "gpu02": "changed", "gpu03": "failed", "gpu04": "held"}
 
 
@@ -75,8 +75,8 @@ def test_the_playbook_runs_the_recipe_on_sims_and_ends_each_host_as_agent_fleet_
     assert set(counts) == set(MACHINES), played.stdout[-3000:]
     assert {h: status_from_recap(c) for h, c in counts.items()} == WANT, played.stdout[-4000:]
     assert played.returncode == 2  # ansible-playbook's "a host failed"
-    assert counts["gpu03"]["rescued"] == 1 and "rolled back: step 1 of 2: install_runfile failed: the installer " \
-        "failed (exit 1): Disk space check has failed" in played.stdout
+    assert counts["gpu03"]["rescued"] == 1 and "rolled back: step 1 of 2: install_runfile failed: no gcc on PATH" \
+        in played.stdout
     assert "held: driver is '580.95.05', the recipe was proven on '590.48.01'" in played.stdout
 
     out = tmp_path / "rollout"
@@ -132,7 +132,7 @@ def test_a_failed_canary_stops_the_play_before_any_other_host(recipe_file, tmp_p
     book = tmp_path / "cuda13.yml"
     assert agent("recipe", str(recipe_file), "--ansible", "--batch", "2", "--max-fail", "50", "-o", str(book),
                  home=tmp_path).returncode == 0
-    machines = {"gpu01": {"free_space_mb": {"/tmp": 500}}, "gpu02": {}, "gpu03": {}}
+    machines = {"gpu01": {"gcc": None}, "gpu02": {}, "gpu03": {}}
     inventory, roots = sims_for_ansible(tmp_path / "ansible", machines)
     played = ansible_playbook(inventory, book, tmp_path)
     assert set(recap(played.stdout)) == {"gpu01"}, played.stdout[-3000:]  # the others never started
@@ -236,7 +236,7 @@ def test_a_playbook_that_drains_puts_back_only_the_nodes_it_drained_as_agent_fle
     edited = tmp_path / "recipe.yaml"
     edited.write_text(dump_recipe(r))
     machines = {"gpu01": {"slurm": {"jobs": [0.5]}}, "gpu02": {"slurm": {"drained_by": "hw: fan 3 failed"}},
-                "gpu03": {"slurm": {}, "free_space_mb": {"/tmp": 500}}}
+                "gpu03": {"slurm": {}, "gcc": None}}
     book = tmp_path / "drain.yml"
     assert agent("recipe", str(edited), "--ansible", "--canary", "0", "--batch", "3", "--max-fail", "50",
                  "-o", str(book), home=tmp_path).returncode == 0
