@@ -36,7 +36,8 @@ from agent.text import clip
 STEP_TOOLS = ("install_runfile", "pip_install", "ssh_exec")  # the steps a playbook can take
 HELPER = Path(__file__).with_name("playbook_helper.py")
 _TOOLS = Path(__file__).parents[2] / "tools"
-CARRIED = (_TOOLS / "bench_parsers.py", _TOOLS / "system_state.py", Path(__file__).with_name("stats.py"))
+CARRIED = (_TOOLS / "bench_parsers.py", _TOOLS / "system_state.py", _TOOLS / "toolkit_sizes.py",
+           Path(__file__).with_name("stats.py"))
 # The upgrade_agent_sim connection: `ANSIBLE_CONNECTION_PLUGINS=<this>` runs a playbook on simulated hosts.
 CONNECTION_PLUGINS = Path(__file__).with_name("ansible_plugins") / "connection"
 PLACEHOLDER_HOST = "each-host"  # the host a step's arguments are checked for: any host of the inventory

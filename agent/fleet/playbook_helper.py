@@ -23,6 +23,7 @@ import secrets
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 try:  # in the playbook, the text of these modules comes before this one
     read_metric  # noqa: B018
@@ -31,6 +32,7 @@ except NameError:
     from tools.bench_parsers import ParseError, default_metric, higher_is_better, read_metric
     from tools.system_state import CUDA_LINK, parse_system_state, system_rollback
     from tools.system_state import SCRIPT as SYSTEM_SCRIPT
+    from tools.toolkit_sizes import Place, mount_and_free, needs_for, shortfalls
 else:
     SYSTEM_SCRIPT = SCRIPT  # noqa: F821
 
@@ -238,11 +240,16 @@ def install_runfile(a: dict) -> dict:
         raise Failed(f"{target} already exists: a side-by-side install needs a new directory; nothing was written")
     if not a.get("override") and run(["bash", "-c", "command -v gcc"]).returncode != 0:
         raise Failed("no gcc on PATH: the runfile's installer refuses to run without a compiler; nothing was written")
-    for where, factor in ((tmpdir, 2.0), (os.path.dirname(target.rstrip("/")) or "/", 1.5)):  # as install_runfile
-        size, free = _runfile_size(a["runfile"], path), _free_bytes(where)
-        if size and free is not None and free < size * factor:
-            raise Failed(f"not enough space in {where}: {free / 2**30:.1f} GiB free, about {size * factor / 2**30:.1f} "
-                         f"GiB needed for a {size / 2**30:.1f} GiB runfile; nothing was written")
+    # As install_runfile: what the install needs (tools/toolkit_sizes.py) against what each filesystem has.
+    needs = needs_for(a["version"], None, _runfile_size(a["runfile"], path))
+    places = [] if needs is None else [
+        Place(where, need, why, *mount_and_free(_shell, where)) for where, need, why in (
+            (tmpdir, needs.tmp_bytes, "the installer unpacks the runfile there"),
+            (os.path.dirname(target.rstrip("/")) or "/", needs.target_bytes, "the toolkit goes there"))]
+    short = shortfalls(places)
+    if short:
+        raise Failed(f"not enough space to install CUDA {a['version']}: {'; '.join(short)} (figures: {needs.source}); "
+                     "nothing was written")
     if is_url:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         must(["curl", "-fsSL", "--retry", "3", "-C", "-", "-o", path, "--", a["runfile"]], f"downloading {name}",
@@ -287,13 +294,10 @@ def _runfile_size(runfile: str, path: str) -> int | None:
     return os.path.getsize(local) if os.path.isfile(local) else None
 
 
-def _free_bytes(path: str) -> int | None:
-    """What `df` says is free where `path` is (or would be made): the host's df, which a sim answers."""
-    while path != "/" and not os.path.exists(path):
-        path = os.path.dirname(path) or "/"
-    rows = out(run(["df", "-P", "-k", path])).strip().splitlines()
-    parts = rows[-1].split() if rows else []
-    return int(parts[3]) * 1024 if len(parts) >= 4 and parts[3].isdigit() else None
+def _shell(command: str):
+    """`command` in bash, as toolkit_sizes.mount_and_free asks: its output, and whether it succeeded."""
+    done = run(["bash", "-c", command])
+    return SimpleNamespace(ok=done.returncode == 0, stdout=out(done))
 
 
 def pip_install(a: dict) -> dict:
