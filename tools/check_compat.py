@@ -23,6 +23,7 @@ from tools.toolkit_sizes import Place, mount_and_free, needs_for, shortfalls
 RELEASE_NOTES = "NVIDIA CUDA Toolkit release notes, table 'CUDA Toolkit and minimum required driver version'"
 GPU_NOTES = "NVIDIA driver release notes, supported products (Blackwell GPUs need the 570 driver branch or newer)"
 ARCH_NOTES = "NVIDIA CUDA Toolkit release notes, 'Deprecated and dropped features' / supported architectures"
+PATH = r"^/[^\x00-\x1f\x7f]*$"  # an absolute path of printable characters
 # Architectures (compute capability majors) a CUDA major can no longer build for.
 DROPPED = {13: {5: "Maxwell", 6: "Pascal", 7: "Volta"}}  # 7.5 Turing stays; checked below
 
@@ -73,9 +74,9 @@ class CheckCompat(Tool):
         cuda: str = Field(pattern=r"^\d+\.\d+$", description="target CUDA toolkit version X.Y, e.g. 13.0")
         python: str | None = Field(default=None, description="interpreter whose torch to check (default: the "
                                                              "host's configured one)")
-        tmpdir: str = Field(default="/tmp", pattern=r"^/[^\x00-\x1f\x7f]*$", description="the installer's temp dir to check the room "
-                                                                        "in (install_runfile's tmpdir)")
-        toolkit_path: str | None = Field(default=None, pattern=r"^/[^\x00-\x1f\x7f]*$", description="where the toolkit would go "
+        tmpdir: str = Field(default="/tmp", pattern=PATH, description="the installer's temp dir to check the room in "
+                                                                      "(install_runfile's tmpdir)")
+        toolkit_path: str | None = Field(default=None, pattern=PATH, description="where the toolkit would go "
                                          "(install_runfile's toolkit_path; default /usr/local/cuda-X.Y)")
 
     Result = CheckCompatResult
