@@ -201,6 +201,14 @@ def _add_host_flags(p: argparse.ArgumentParser) -> None:
                    help="trust this SHA256:... host key fingerprint of an unknown host (written to the transcript)")
 
 
+# What a goal file's `sim:` may set (agent/goal.py SimMachine; the README's table says more).
+SIM_FIELDS_HELP = """a simulated host (transport: sim) takes these under sim:, each the seed machine's when left out:
+  gpu_model, driver, gpus, toolkits ["12.8", "13.0", "13.1"], free_space_mb {/tmp: 500, ...}, gcc (null: none),
+  pypi_reachable, bench_noise, slurm {jobs, drained_by}, kubernetes {pods, cordoned_by}
+
+"""
+
+
 def _para(text: str) -> str:
     """A description wrapped as argparse would, for the parsers whose examples keep their own lines."""
     return textwrap.fill(text, width=min(100, shutil.get_terminal_size().columns - 2))
@@ -254,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a goal file, asking nothing; ends with a report and an exit code",
                        description="Run GOAL.yaml without questions: what its authorizations allow may run, "
                                    "every other risky step is refused.",
-                       epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=SIM_FIELDS_HELP + EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("goal", help="goal file (YAML); see goals/ for examples")
     p.add_argument("--plan", action="store_true", help="dry run: read-only steps run, the rest is reported as 'would run'")
     p.add_argument("--json", action="store_true", help="print one JSON event per line instead of progress")

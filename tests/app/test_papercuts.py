@@ -265,3 +265,16 @@ def test_zsh_completion_names_every_subcommand_and_option():
         for o in c.options:
             assert all(f in r.stdout for f in o.flags), (c.name, o.flags)
     assert agent("completion", "fish").returncode == 2
+
+
+def test_every_sim_field_is_named_in_run_help_and_in_the_readme():
+    from agent.goal import SimMachine
+    from app.cli import SIM_FIELDS_HELP
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for field in SimMachine.model_fields:
+        assert field in SIM_FIELDS_HELP, field
+        assert f"`{field}`" in readme, field
+    shown = subprocess.run([sys.executable, "-m", "app.cli", "run", "--help"], capture_output=True, text=True,
+                           cwd=ROOT, check=True).stdout
+    assert "takes these under sim:" in shown and "free_space_mb" in shown
