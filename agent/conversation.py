@@ -58,7 +58,6 @@ class Compactor:
         self.context_tokens = context_tokens  # None: the model's own or a default (compaction.context_limit)
         self.live = live  # False (replay): only the compactions of the record are applied
         self.recorded: list[dict] = []
-        self.count = 0
         self._tools_tokens: int | None = None
 
     def prompt_tokens_estimate(self) -> int:
@@ -117,7 +116,6 @@ class Compactor:
                           **({"limit_source": source} if source else {}), method=method,
                           **({"note": note} if note else {}), tokens=tokens, summary=summary)
         conversation.replace(kept, self.session.turns)
-        self.count += 1
 
 
 def _content(message: dict) -> str:

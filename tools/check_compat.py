@@ -18,7 +18,7 @@ from tools.inspect_host import InspectHost
 from tools.install_runfile import MIN_DRIVER  # the installer refuses on the same table
 from tools.pip_install import JIT_PACKAGES, wheel_cuda
 from tools.system_state import LISTED_TOOLKIT
-from tools.toolkit_sizes import Place, mount_and_free, needs_for, shortfalls
+from tools.toolkit_sizes import Place, install_places, mount_and_free, needs_for, shortfalls
 
 RELEASE_NOTES = "NVIDIA CUDA Toolkit release notes, table 'CUDA Toolkit and minimum required driver version'"
 GPU_NOTES = "NVIDIA driver release notes, supported products (Blackwell GPUs need the 570 driver branch or newer)"
@@ -172,10 +172,8 @@ def _space(ctx: ToolContext, args) -> list[Place]:
     def sh(command: str):
         return host.run(command, timeout=60, cancel=ctx.cancel)
 
-    target = norm_path(args.toolkit_path or f"/usr/local/cuda-{args.cuda}")
-    return [Place(path, need, why, *mount_and_free(sh, path))
-            for path, need, why in ((norm_path(args.tmpdir), needs.tmp_bytes, "the installer unpacks the runfile there"),
-                                    (target.rsplit("/", 1)[0] or "/", needs.target_bytes, "the toolkit goes there"))]
+    places = install_places(needs, norm_path(args.tmpdir), norm_path(args.toolkit_path or f"/usr/local/cuda-{args.cuda}"))
+    return [Place(path, need, why, *mount_and_free(sh, path)) for path, need, why in places]
 
 
 def _unique(findings: list[Finding]) -> list[Finding]:

@@ -32,7 +32,8 @@ from tools.base import (
     truncate_for_model,
 )
 from tools.hosts import HostError
-from tools.toolkit_sizes import Place, header_payload_bytes, mount_and_free, needs_for, read_header_command, shortfalls
+from tools.toolkit_sizes import (Place, header_payload_bytes, install_places, mount_and_free, needs_for,
+                                 read_header_command, shortfalls)
 
 # Where a runfile may come from: https://host/path, file:///path or /path, in safe characters only.
 RUNFILE_SOURCE = re.compile(r"^(?:https://[A-Za-z0-9.-]+(?::\d+)?/|file:///|/)[A-Za-z0-9._+/-]+$")
@@ -386,8 +387,7 @@ class InstallRunfile(Tool):
         if needs is None:
             return
         fetched_there = sh(f"test -f {shlex.quote(path)} && echo there").stdout.strip() == "there"
-        places = [(tmpdir, needs.tmp_bytes, "the installer unpacks the runfile there"),
-                  (_parent(target), needs.target_bytes, "the toolkit goes there")]
+        places = install_places(needs, tmpdir, target)
         if is_url and not fetched_there and size:
             places.append((download_dir, size, "the runfile is downloaded there"))
         short = shortfalls([Place(where, need, why, *mount_and_free(sh, where)) for where, need, why in places])

@@ -88,6 +88,14 @@ class Place:
     free_bytes: int | None = None
 
 
+def install_places(needs: ToolkitNeeds, tmpdir: str | None, toolkit_path: str) -> list[tuple[str, int, str]]:
+    """(path, bytes needed, why) of each place an install writes to: its temp dir, and the parent of its toolkit's
+    directory (the directory itself does not exist yet)."""
+    target = toolkit_path.rstrip("/")
+    return [((tmpdir or "/tmp").rstrip("/") or "/", needs.tmp_bytes, "the installer unpacks the runfile there"),
+            (target.rsplit("/", 1)[0] or "/", needs.target_bytes, "the toolkit goes there")]
+
+
 def shortfalls(places: list[Place]) -> list[str]:
     """Each mount that lacks what the places on it need together, in words naming both figures (a download, the
     unpacked payload and the toolkit all exist at once while the installer copies)."""

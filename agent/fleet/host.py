@@ -21,7 +21,7 @@ from agent.fleet.stats import bootstrap_gate
 from agent.goal import Goal, HostEntry
 from agent.model.protocol import AssistantTurn, ToolCall
 from agent.text import clip
-from tools.toolkit_sizes import Place, needs_for, shortfalls
+from tools.toolkit_sizes import Place, install_places, needs_for, shortfalls
 
 # What a host's rollout ended as, Ansible's recap words where they mean the same.
 OK, CHANGED, FAILED, HELD, UNREACHABLE, INTERRUPTED, NOT_RUN = (
@@ -259,11 +259,9 @@ def lacking_room(recipe: Recipe, inspection: dict) -> list[str]:
         needs = needs_for(version) if step.tool == "install_runfile" and isinstance(version, str) else None
         if needs is None:
             continue
-        target = str(step.args.get("toolkit_path") or f"/usr/local/cuda-{version}").rstrip("/")
         places = []
-        for path, need, why in ((str(step.args.get("tmpdir") or "/tmp").rstrip("/") or "/", needs.tmp_bytes,
-                                 "the installer unpacks the runfile there"),
-                                (target.rsplit("/", 1)[0] or "/", needs.target_bytes, "the toolkit goes there")):
+        for path, need, why in install_places(needs, step.args.get("tmpdir"),
+                                              str(step.args.get("toolkit_path") or f"/usr/local/cuda-{version}")):
             disk = measured.get(path)
             if disk is not None and isinstance(disk.get("free_gib"), (int, float)):
                 places.append(Place(path, need, why, disk.get("mount"), int(disk["free_gib"] * 2**30)))

@@ -32,7 +32,7 @@ except NameError:
     from tools.bench_parsers import ParseError, default_metric, higher_is_better, read_metric
     from tools.system_state import CUDA_LINK, parse_system_state, system_rollback
     from tools.system_state import SCRIPT as SYSTEM_SCRIPT
-    from tools.toolkit_sizes import Place, mount_and_free, needs_for, shortfalls
+    from tools.toolkit_sizes import Place, install_places, mount_and_free, needs_for, shortfalls
 else:
     SYSTEM_SCRIPT = SCRIPT  # noqa: F821
 
@@ -242,10 +242,8 @@ def install_runfile(a: dict) -> dict:
         raise Failed("no gcc on PATH: the runfile's installer refuses to run without a compiler; nothing was written")
     # As install_runfile: what the install needs (tools/toolkit_sizes.py) against what each filesystem has.
     needs = needs_for(a["version"], None, _runfile_size(a["runfile"], path))
-    places = [] if needs is None else [
-        Place(where, need, why, *mount_and_free(_shell, where)) for where, need, why in (
-            (tmpdir, needs.tmp_bytes, "the installer unpacks the runfile there"),
-            (os.path.dirname(target.rstrip("/")) or "/", needs.target_bytes, "the toolkit goes there"))]
+    places = [] if needs is None else [Place(where, need, why, *mount_and_free(_shell, where))
+                                       for where, need, why in install_places(needs, tmpdir, target)]
     short = shortfalls(places)
     if short:
         raise Failed(f"not enough space to install CUDA {a['version']}: {'; '.join(short)} (figures: {needs.source}); "

@@ -15,7 +15,7 @@ def test_the_header_the_release_and_the_size_in_that_order():
     assert header_payload_bytes(header) == 8 * 2**30 and header_payload_bytes(b"#!/bin/sh\nexec python3") is None
     # the installer's own figures are never undercut by a smaller header
     assert needs_for("13.0", 2**30).tmp_bytes == RELEASE_NEEDS["13.0"][0]
-    assert needs_for("13.0", 9 * 2**30) .tmp_bytes == 9 * 2**30 and needs_for("13.0", 9 * 2**30).source == \
+    assert needs_for("13.0", 9 * 2**30).tmp_bytes == 9 * 2**30 and needs_for("13.0", 9 * 2**30).source == \
         "the runfile's header"
     assert needs_for("13.0").source == "NVIDIA's installer figures for CUDA 13.0"
     assert needs_for("12.9", None, 4 * 2**30).tmp_bytes == 8 * 2**30
