@@ -136,6 +136,7 @@ class Disk(BaseModel):
     mount: str
     free_gib: float
     total_gib: float
+    free_bytes: int | None = None  # exact, as df said it (free_gib is rounded to a tenth)
 
 
 def parse_nvidia_smi_header(text: str) -> Driver | None:
@@ -310,7 +311,7 @@ def parse_inspection(text: str, *, host: str, cuda_root: str, python: str,
     for path, parts in pairs:
         if path in disk_paths and len(parts) >= 6 and parts[3].isdigit():
             disk.append(Disk(path=path, mount=parts[5], free_gib=round(int(parts[3]) / 2**20, 1),
-                             total_gib=round(int(parts[1]) / 2**20, 1)))
+                             total_gib=round(int(parts[1]) / 2**20, 1), free_bytes=int(parts[3]) * 1024))
 
     if toolkit_on_path is None and cuda_symlink:
         linked = next((t for t in toolkits if t.path == cuda_symlink and t.version), None)

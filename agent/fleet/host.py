@@ -263,7 +263,10 @@ def lacking_room(recipe: Recipe, inspection: dict) -> list[str]:
         for path, need, why in install_places(needs, step.args.get("tmpdir"),
                                               str(step.args.get("toolkit_path") or f"/usr/local/cuda-{version}")):
             disk = measured.get(path)
-            if disk is not None and isinstance(disk.get("free_gib"), (int, float)):
-                places.append(Place(path, need, why, disk.get("mount"), int(disk["free_gib"] * 2**30)))
+            free = disk.get("free_bytes") if disk is not None else None
+            if free is None and disk is not None and isinstance(disk.get("free_gib"), (int, float)):
+                free = int(disk["free_gib"] * 2**30)  # recorded before df's exact figure was kept
+            if free is not None:
+                places.append(Place(path, need, why, disk.get("mount"), free))
         lacking += [f"too little room for CUDA {version}: {short} ({needs.source})" for short in shortfalls(places)]
     return lacking

@@ -454,8 +454,7 @@ def test_a_host_without_room_for_the_toolkit_is_held_before_anything_changes(rec
         r = agent("fleet", str(recipe), "-i", str(inv), "--dir", str(out), *flags, home=tmp_path)
         hosts = check_record(out)
         assert {h: e["status"] for h, e in hosts.items()} == {"gpu01": first, "gpu02": "held"}, r.stderr[-2000:]
-        # (inspect_host gives free space to a tenth of a GiB: 500 MB reads 0.5 GiB)
-        assert ("held: too little room for CUDA 13.0: the filesystem mounted at /tmp has 512 MiB free and needs 8.0 "
+        assert ("held: too little room for CUDA 13.0: the filesystem mounted at /tmp has 500 MiB free and needs 8.0 "
                 "GiB: 8.0 GiB in /tmp (the installer unpacks the runfile there) (NVIDIA's installer figures for CUDA "
                 "13.0)") in hosts["gpu02"]["reason"]
         assert changes(out / "gpu02.jsonl") == []
