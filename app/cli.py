@@ -589,7 +589,10 @@ def main(argv: list[str] | None = None) -> int:
         closed = loop.close_open_sessions(interruption_reason(e)) if loop is not None else 0
         record = sys.modules.get("agent.record.transcript")
         removed = record.discard_unstarted() if record is not None else []
-        if not closed and _RUNNING and _RUNNING[0] in _SESSION_COMMANDS:
+        if not closed and not _RUNNING:  # still reading the command line or the configuration
+            print(f"agent: {interruption_reason(e)} before the command started: nothing ran on any host",
+                  file=sys.stderr)
+        elif not closed and _RUNNING[0] in _SESSION_COMMANDS:
             left = f" (its empty transcript {removed[0]} was removed)" if len(removed) == 1 else ""
             print(f"agent: {interruption_reason(e)} before the session started: nothing ran on any host{left}",
                   file=sys.stderr)

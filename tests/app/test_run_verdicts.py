@@ -270,6 +270,23 @@ def test_an_interrupt_while_the_session_is_built_leaves_no_empty_transcript_and_
                                                  "removed)")
 
 
+def test_an_interrupt_before_the_command_starts_says_so(tmp_path, monkeypatch, capsys):
+    """A Ctrl-C 0.1 s in once exited 130 and printed nothing: it landed while the command line or the
+    configuration was read, before any command was running. Made to land exactly there."""
+    import app.config
+    from app import cli
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(app.config, "load_config", interrupted)
+    monkeypatch.setattr(cli, "_RUNNING", [])
+    goal = goal_file(tmp_path, "goal: look\nhosts: [local]\n")
+    assert cli.main(["run", str(goal)]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "agent: interrupted by the operator before the command started: nothing ran on any host")
+
+
 def test_a_sigint_anywhere_in_the_first_seconds_ends_with_a_word_and_a_record_that_verifies_or_none(tmp_path):
     """Real Ctrl-Cs at 14 moments from the start to the first command: each run says something, exits 130, and
     leaves either no transcript or one that verifies."""
