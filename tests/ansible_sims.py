@@ -4,6 +4,7 @@ reaches them, the environment ansible runs in, and its PLAY RECAP read back."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -55,4 +56,31 @@ def recap(output: str) -> dict[str, dict[str, int]]:
     out = {}
     for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", output, re.MULTILINE):
         out[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+    return out
+
+
+# What differs between two engines' runs by nature, not by what they did: the backups' own folders (their ids and
+# times; agent fleet's holds more files), compiled byte code (it holds its source's time; compared by name only),
+# scratch space, the sim's logs, and the simulator's own byte code (its programs compiled as they are first used).
+_OWN_RUN = re.compile(r"^(var/tmp/upgrade-agent/backups/|tmp/|var/tmp/(?!upgrade-agent)|var/log/|\.sim/lib/.*__pycache__)")
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every file and link of a sim, by its path: a file's sha256, a link's target, a directory's mode; what
+    differs by nature between two runs (_OWN_RUN) left out, byte code by name only."""
+    out = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder) / name
+            rel = path.relative_to(root).as_posix()
+            if _OWN_RUN.match(rel):
+                continue
+            if path.is_symlink():
+                out[rel] = "-> " + os.readlink(path)
+            elif path.is_dir():
+                out[rel] = f"dir {path.stat().st_mode & 0o7777:o}"
+            elif name.endswith(".pyc"):
+                out[rel] = "byte code"
+            else:
+                out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out

@@ -38,19 +38,12 @@ from tools.base import (
     truncate_for_model,
 )
 from tools.hosts import Host, HostError
-from tools.restore_plan import KEEP, restore_plan, unfetchable, why_unfetchable
+from tools.restore_check import unfetchable, why_unfetchable
+from tools.restore_plan import KEEP, configured_index_urls, index_for, restore_plan
 from tools.system_state import SCRIPT as SYSTEM_SCRIPT
 from tools.system_state import parse_system_state
 
 BACKUP_ROOT = "/var/tmp/upgrade-agent/backups"
-
-# Wheels with a local version (+cu130) come from their project's own index, not PyPI.
-# PyTorch's index is public and stable; others are taken from the environment's pip config.
-KNOWN_INDEX_TEMPLATES = {
-    name: "https://download.pytorch.org/whl/{tag}"
-    for name in ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton")
-}
-
 
 # The most one file of a backup may hold; an environment's freeze is kilobytes, its `pip inspect` a few MiB.
 MAX_FILE_BYTES = 64 << 20
@@ -84,34 +77,6 @@ def without_own_settings(pip_config: str) -> str:
     """`pip config list` without the lines our own PIP_ENV adds (`:env:.no-input='1'`): not the environment's."""
     own = {f":env:.{name.removeprefix('PIP_').lower().replace('_', '-')}" for name in PIP_ENV}
     return "".join(line for line in pip_config.splitlines(keepends=True) if line.partition("=")[0] not in own)
-
-
-def configured_index_urls(pip_config: str, env_lines: list[str]) -> list[str]:
-    """Index URLs from `pip config list` output and PIP_*INDEX_URL variables."""
-    urls: list[str] = []
-    for line in pip_config.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip().endswith(("index-url", "extra-index-url")):
-            urls.extend(value.strip().strip("'\"").split())
-    for line in env_lines:
-        key, _, value = line.partition("=")
-        if key in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL"):
-            urls.extend(value.split())
-    return urls
-
-
-def index_for(name: str, version: str, configured: list[str]) -> str | None:
-    """The index a local-version wheel (e.g. torch 2.10.0+cu130) must come from, if known."""
-    tag = version.partition("+")[2]
-    if not tag:
-        return None
-    for url in configured:  # the environment's own index for this build wins
-        if re.search(rf"(^|[^a-z0-9]){re.escape(tag)}([^a-z0-9]|$)", url.lower()):
-            return url
-    template = KNOWN_INDEX_TEMPLATES.get(normalize(name))
-    if template and re.fullmatch(r"cu\d+|cpu|rocm[\d.]+", tag):
-        return template.format(tag=tag)
-    return None
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from tools.base import (
 from tools.hosts import HostError
 from tools.pip_freeze_backup import PIP_ENV, parse_freeze, read_backup
 from tools.pip_install import PipInstallArgs
-from tools.restore_plan import PipCommand, RestorePlan, fetch_problem, pip_command, restore_plan
+from tools.restore_check import fetch_problem
+from tools.restore_plan import PipCommand, RestorePlan, pip_command, restore_plan
 from tools.system_state import SCRIPT as SYSTEM_SCRIPT
 from tools.system_state import SystemState, parse_system_state, system_diff, system_rollback
 

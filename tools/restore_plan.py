@@ -1,19 +1,55 @@
-"""What a restore runs: the pip commands that bring an environment back to a backup, and the check, before
-any of them changes anything, that every pin can be fetched where its install looks.
+"""What a restore runs: the pip commands that bring an environment back to a backup, and the index each
+local-version pin is fetched from.
 
-restore_backup runs the plan; pip_freeze_backup rehearses it before the first change; the session report
-prints it as the rollback by hand.
+restore_backup runs the plan; pip_freeze_backup records the indexes and rehearses the plan before the first
+change (tools/restore_check.py); the session report prints it as the rollback by hand; the exported playbook
+carries this module to its hosts and backs up, rehearses and restores with it, so it imports only the
+standard library.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
-from tools.base import PIP_ENV, ToolContext, ToolError, truncate_for_model
-
 # Never uninstalled to match a backup: removing the installer tooling would break the restore itself.
 KEEP = {"pip", "setuptools", "wheel"}
+
+# Wheels with a local version (+cu130) come from their project's own index, not PyPI.
+# PyTorch's index is public and stable; others are taken from the environment's pip config.
+KNOWN_INDEX_TEMPLATES = {
+    name: "https://download.pytorch.org/whl/{tag}"
+    for name in ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton")
+}
+
+
+def configured_index_urls(pip_config: str, env_lines: list[str]) -> list[str]:
+    """Index URLs from `pip config list` output and PIP_*INDEX_URL variables."""
+    urls: list[str] = []
+    for line in pip_config.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().endswith(("index-url", "extra-index-url")):
+            urls.extend(value.strip().strip("'\"").split())
+    for line in env_lines:
+        key, _, value = line.partition("=")
+        if key in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL"):
+            urls.extend(value.split())
+    return urls
+
+
+def index_for(name: str, version: str, configured: list[str]) -> str | None:
+    """The index a local-version wheel (e.g. torch 2.10.0+cu130) must come from, if known."""
+    tag = version.partition("+")[2]
+    if not tag:
+        return None
+    for url in configured:  # the environment's own index for this build wins
+        if re.search(rf"(^|[^a-z0-9]){re.escape(tag)}([^a-z0-9]|$)", url.lower()):
+            return url
+    template = KNOWN_INDEX_TEMPLATES.get(re.sub(r"[-_.]+", "-", name).lower())
+    if template and re.fullmatch(r"cu\d+|cpu|rocm[\d.]+", tag):
+        return template.format(tag=tag)
+    return None
 
 
 @dataclass(frozen=True)
@@ -91,45 +127,13 @@ def restore_plan(python: str, want: dict[str, str] | None, indexes: dict[str, st
     return RestorePlan(uninstall=extras, install=sorted(changed), commands=commands)
 
 
-def fetch_problem(ctx: ToolContext, host, plan: RestorePlan, index_url: str | None) -> str | None:
-    """Why the plan's installs could not fetch their pins (the first install that cannot), or None when pip
-    finds every one where the install looks."""
-    for command in plan.commands:
-        said = unfetchable(ctx, host, command)
-        if said is not None:
-            hint = ("" if index_url else "; if this machine has no route to PyPI, give index_url: a mirror that "
-                    "holds these versions")
-            return f"{why_unfetchable(command, index_url)}{hint}. pip said: {truncate_for_model(said, 1500)}"
-    return None
-
-
-def unfetchable(ctx: ToolContext, host, command: PipCommand, wheels_only: bool = False) -> str | None:
-    """What pip said when an install's pins cannot all be fetched where it looks; None when they can, or when the
-    command is no install, or this pip cannot tell (--dry-run, which resolves without installing, is 22.2 and
-    later). `wheels_only`: a pin that only a source package provides counts as not fetched."""
+def dry_run(command: PipCommand, wheels_only: bool = False) -> str | None:
+    """An install of the plan as a check that changes nothing (pip 22.2 and later resolve without installing);
+    None for a command that is no install. One retry, not pip's five with back-off: an index that is not there
+    is said in seconds, not a minute. `wheels_only` where nobody approved the check (a backup's rehearsal):
+    reading a source package's metadata means running its build code."""
     if not command.args.startswith("install "):
         return None
-    ctx.emit("progress", {"step": "checking that " + command.what.replace("reinstalling", "the index has")})
-    # One retry, not pip's five with back-off: an index that is not there is said in seconds, not a minute.
-    # Wheels only where nobody approved the check (a backup's rehearsal): reading a source package's metadata
-    # means running its build code.
     only = "--only-binary :all: " if wheels_only else ""
-    line = command.line.replace(" -m pip install ", f" -m pip install --dry-run --ignore-installed --retries 1 {only}",
+    return command.line.replace(" -m pip install ", f" -m pip install --dry-run --ignore-installed --retries 1 {only}",
                                 1)
-    r = host.run(line, timeout=600, env=PIP_ENV, cancel=ctx.cancel)
-    if r.cancelled:
-        raise ToolError(f"cancelled {ctx.cancel_reason()} while checking the indexes; nothing was changed")
-    out = (r.stderr or r.stdout).strip()
-    if r.ok or "no such option: --dry-run" in out:
-        return None
-    # pip's warnings about each index location come first; what it could not find is at the end.
-    errors = [line for line in out.splitlines() if line.startswith("ERROR:")]
-    return "\n".join(errors) if errors else out
-
-
-def why_unfetchable(command: PipCommand, index_url: str | None) -> str:
-    """'reinstalling 7 pinned packages cannot be fetched from the index the host's pip configuration names'."""
-    where = (f"the mirror {index_url}" if index_url and index_url in command.line else
-             "the index the host's pip configuration names (PyPI if it names none)"
-             if "--index-url" not in command.line else "the index it names")
-    return f"{command.what} cannot be fetched from {where}"

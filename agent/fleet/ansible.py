@@ -37,7 +37,7 @@ STEP_TOOLS = ("install_runfile", "pip_install", "ssh_exec")  # the steps a playb
 HELPER = Path(__file__).with_name("playbook_helper.py")
 _TOOLS = Path(__file__).parents[2] / "tools"
 CARRIED = (_TOOLS / "bench_parsers.py", _TOOLS / "system_state.py", _TOOLS / "toolkit_sizes.py",
-           Path(__file__).with_name("stats.py"))
+           _TOOLS / "restore_plan.py", Path(__file__).with_name("stats.py"))
 # The upgrade_agent_sim connection: `ANSIBLE_CONNECTION_PLUGINS=<this>` runs a playbook on simulated hosts.
 CONNECTION_PLUGINS = Path(__file__).with_name("ansible_plugins") / "connection"
 PLACEHOLDER_HOST = "each-host"  # the host a step's arguments are checked for: any host of the inventory
@@ -346,10 +346,15 @@ def playbook(recipe: Recipe, *, source: str, canary: int, batch: int, max_fail: 
               "when": Jinja("(upgrade_preflight.stdout | from_json).mismatches | length > 0")}),
         Task({"name": Unsafe("preflight: end a held host here"), "ansible.builtin.meta": "end_host",
               "when": Jinja("(upgrade_preflight.stdout | from_json).mismatches | length > 0")}),
-        _helper_task("backup: the Python environment and the CUDA system state, verified by sha256", "backup",
-                     plan.backup, "{{ inventory_hostname }}",
+        _helper_task("backup: the Python environment and the CUDA system state, verified by sha256, its restore "
+                     "rehearsed", "backup", plan.backup, "{{ inventory_hostname }}",
                      register="upgrade_backup",
                      comments=["taking a backup needs no approval: it writes only its own new folder"]),
+        Task({"name": Unsafe("backup: a host whose restore could not fetch every pin again is held, nothing changed"),
+              "ansible.builtin.debug": {"msg": Jinja("held: {{ (upgrade_backup.stdout | from_json).held }}")},
+              "when": Jinja("(upgrade_backup.stdout | from_json).held | length > 0")}),
+        Task({"name": Unsafe("backup: end a held host here"), "ansible.builtin.meta": "end_host",
+              "when": Jinja("(upgrade_backup.stdout | from_json).held | length > 0")}),
     ]
     if recipe.drain is not None:
         tasks.append(_helper_task(f"drain: take the node out of {recipe.drain.scheduler} and wait for its jobs",
@@ -428,8 +433,10 @@ def playbook(recipe: Recipe, *, source: str, canary: int, batch: int, max_fail: 
         "# --check runs the preflight and shows who would be held or changed; it changes nothing. A task whose values",
         "# hold a credential (an index URL with a token) is no_log.",
         f"# Unlike agent fleet: max_fail_percentage ({max_fail:g}) counts the failures of each batch on its own (agent",
-        "# fleet's --max-fail counts all the hosts attempted so far); the backup holds pip's freeze and the system",
-        "# state (no `pip inspect`, no rehearsal of the restore); the record is Ansible's output, not a transcript.",
+        "# fleet's --max-fail counts all the hosts attempted so far); the backup holds pip's freeze, the index of each",
+        "# local-version pin and the system state (no `pip inspect`); the record is Ansible's output, not a transcript.",
+        "# The backup's restore is rehearsed (pip resolves every pin without installing): a host whose restore could",
+        "# not fetch them all is held, as agent fleet holds it; the restore reinstalls from the indexes it recorded.",
         "# Set agent_python in the inventory to the interpreter of the environment the recipe changes.",
         "# The helper script at the end runs on each host with that interpreter; recipe values are !unsafe.",
     ]

@@ -33,6 +33,8 @@ ALREADY = "already at target"
 # `agent fleet --check`: its facts match the preconditions, so a rollout would change it (nothing was).
 WOULD_CHANGE = "would change"
 COUNTS_AS_FAILED = (FAILED, UNREACHABLE)
+UNREHEARSED = ("its backup's rehearsal found pins a restore could not fetch again: give the recipe's backup and "
+               "restore index_url, a mirror that holds these versions")
 ROLLBACK_REQUEST = "Roll this host back to its backup: {why}"
 UNDRAIN_REQUEST = "Put this node back into its scheduler."
 
@@ -148,6 +150,12 @@ class RecipeModel:
             return
         seen = yield from self._must("pip_freeze_backup", {"host": h, **recipe.backup}, "the backup")
         self.backup_id = (seen.data or {}).get("backup_id")
+        if ((seen.data or {}).get("backup") or {}).get("rehearsed") is False:
+            # Left unattended, a host whose restore could not fetch its pins would be left half-changed by any
+            # failure: nothing is changed on it until the recipe names a mirror that holds them.
+            self.held = [UNREHEARSED]
+            yield ("final", "held: " + UNREHEARSED)
+            return
         if recipe.drain is not None:
             try:
                 seen = yield from self._must("drain_node", recipe.drain.call(h), "the drain")

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import subprocess
 import sys
 import time
@@ -29,6 +30,7 @@ try:  # in the playbook, the text of these modules comes before this one
     read_metric  # noqa: B018
 except NameError:
     from agent.fleet.stats import bootstrap_gate
+    from tools.restore_plan import KEEP, configured_index_urls, dry_run, index_for, restore_plan
     from tools.bench_parsers import ParseError, default_metric, higher_is_better, read_metric
     from tools.system_state import CUDA_LINK, parse_system_state, system_rollback
     from tools.system_state import SCRIPT as SYSTEM_SCRIPT
@@ -39,10 +41,8 @@ else:
 BACKUP_ROOT = "/var/tmp/upgrade-agent/backups"  # the agent's own (tools/pip_freeze_backup.py)
 CUDA_ROOT = "/usr/local"
 # The constants below are the tools' own, which import pydantic and cannot travel; a test keeps them equal.
-KEEP = {"pip", "setuptools", "wheel"}  # never uninstalled to match a backup (tools/restore_plan.py)
 RUNFILE_NAME = re.compile(r"^cuda_(?P<cuda>\d+\.\d+\.\d+)_(?P<driver>\d+\.\d+(?:\.\d+)?)_linux(?:_sbsa)?\.run$")  # as the tool
 MIN_DRIVER = {13: 580, 12: 525, 11: 450}
-TORCH_FAMILY = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton")
 OUR_PREFIX = "upgrade-agent: "  # the drain reason's prefix, as drain_node sets it
 ANNOTATION = "upgrade-agent/drained"
 PIP_ENV = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_YES": "1"}
@@ -142,14 +142,28 @@ def facts(values: dict) -> dict:
 
 
 def backup(values: dict, host: str) -> dict:
-    """The environment's freeze and the system state an upgrade touches, in a new private folder, by sha256."""
+    """The environment's freeze, the index each local-version pin comes from and the system state an upgrade
+    touches, in a new private folder, by sha256; then the restore rehearsed as pip_freeze_backup rehearses it
+    (tools/restore_plan.py's plan, resolved without installing). A host whose restore could not fetch every pin
+    is held: {"held": why}, nothing changed but the backup's own folder."""
     python = values.get("python") or sys.executable
     files = {"python.txt": must([python, "-VV"], "reading the interpreter's version"),
              "pip-version.txt": must([python, "-m", "pip", "--version"], "reading pip's version", env=pip_env(True)),
              "freeze.txt": must([python, "-m", "pip", "freeze", "--all"], "pip freeze", env=pip_env(True)),
+             "list.json": must([python, "-m", "pip", "list", "--format=json"], "pip list", env=pip_env(True)),
              "system.txt": must(["bash", "-c", SYSTEM_SCRIPT], "reading the system state")}
     if not files["system.txt"].rstrip().endswith("end"):
         raise Failed("the system state was not read to its end: no backup was written")
+    config = run([python, "-m", "pip", "config", "list"], env=pip_env(True))
+    settings = [f"{k}={v}" for k, v in os.environ.items() if re.match(r"(PIP|UV)_[A-Z0-9_]*$", k) and k not in PIP_ENV]
+    configured = configured_index_urls(out(config) if config.returncode == 0 else "", settings)
+    try:
+        listed = json.loads(files["list.json"])
+    except ValueError:
+        raise Failed("`pip list --format=json` did not print JSON: no backup was written") from None
+    indexes = {f"{p['name']}=={p['version']}": index_for(p["name"], p["version"], configured)
+               for p in listed if "+" in p["version"]}
+    files["indexes.json"] = json.dumps(indexes, indent=2, sort_keys=True)
     safe_host = re.sub(r"[^A-Za-z0-9]+", "-", host).strip("-") or "host"
     backup_id = f"{safe_host}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}-ansible"
     os.umask(0o077)
@@ -169,36 +183,54 @@ def backup(values: dict, host: str) -> dict:
     with open(os.path.join(folder, "SHA256SUMS"), "w", encoding="utf-8") as f:
         f.write("".join(sorted(sums, key=lambda s: s.split()[1])))
     must(["sha256sum", "-c", "--strict", "--quiet", "SHA256SUMS"], "reading the backup back", cwd=folder)
-    return {"changed": True, "backup_dir": folder, "backup_id": backup_id, "packages": len(freeze(python))}
+    result = {"changed": True, "backup_dir": folder, "backup_id": backup_id, "packages": len(listed), "held": ""}
+    if values.get("rehearse", True):
+        result["held"] = rehearse(python, files["pip-version.txt"], pins_of(files["freeze.txt"]), indexes,
+                                  values.get("index_url"))
+    # A held host ends with changed=0, as one held in the preflight: its backup's folder is all that was written.
+    result["changed"] = not result["held"]
+    return result
+
+
+def rehearse(python: str, pip_version: str, pins: dict, indexes: dict, index_url: str | None) -> str:
+    """Why a restore could not fetch every pin of the freeze again, or "" when it could (or this pip cannot
+    tell): each install of the restore's plan resolved as wheels, nothing installed or built."""
+    want = {n: line for n, line in pins.items() if n not in KEEP and re.fullmatch(r"[A-Za-z0-9._-]+==[^\s@;]+", line)}
+    version = re.match(r"pip (\d+)\.(\d+)", pip_version)
+    if not want or version is None or (int(version[1]), int(version[2])) < (22, 2):
+        return ""
+    plan = restore_plan(python, want, indexes, "", have={}, index_url=index_url)
+    lines = [line for line in (dry_run(c, wheels_only=True) for c in plan.commands) if line]
+    import concurrent.futures as cf  # lazy: only where a rehearsal runs
+
+    with cf.ThreadPoolExecutor(max_workers=max(1, len(lines))) as pool:
+        done = list(pool.map(lambda line: run(shlex.split(line), timeout=600, env=pip_env(True)), lines))
+    failed = [said(r) for r in done if r.returncode != 0]
+    if not failed:
+        return ""
+    todo = (f"the mirror {index_url} does not hold them all" if index_url else
+            "give the recipe's backup and restore index_url: a mirror that holds these versions")
+    return f"its backup's rehearsal found pins a restore could not fetch again ({'; '.join(failed)}): {todo}"
 
 
 def restore(values: dict, folder: str) -> dict:
-    """Back to the backup: what it did not have uninstalled, what differs reinstalled without dependencies;
-    with `system`, the cuda link put back and the toolkits installed since removed."""
+    """Back to the backup, by the plan restore_backup runs (tools/restore_plan.py): what it did not have
+    uninstalled, what differs reinstalled without dependencies from the index the backup recorded for it; with
+    `system`, the cuda link put back and the toolkits installed since removed."""
     python = values.get("python") or sys.executable
     must(["sha256sum", "-c", "--strict", "--quiet", "SHA256SUMS"], "checking the backup", cwd=folder)
     with open(os.path.join(folder, "freeze.txt"), encoding="utf-8") as f:
         want = pins_of(f.read())
-    have = freeze(python)
-    extras = sorted(n for n in have if n not in want and n not in KEEP)
-    changed = sorted(line for name, line in want.items() if have.get(name) != line)
+    try:
+        with open(os.path.join(folder, "indexes.json"), encoding="utf-8") as f:
+            indexes = json.load(f)
+    except FileNotFoundError:  # a backup of an earlier export: the indexes its pins name
+        indexes = {}
+    plan = restore_plan(python, want, indexes, folder, have=freeze(python), index_url=values.get("index_url"))
     commands = []
-    if extras:
-        must([python, "-m", "pip", "uninstall", "-y", *extras], "uninstalling what the backup did not have",
-             env=pip_env(True), timeout=1800)
-        commands.append("pip uninstall -y " + " ".join(extras))
-    if changed:
-        indexes = [values["index_url"]] if values.get("index_url") else []
-        for pin in changed:  # a torch build's local version names its index (2.10.0+cu128: .../whl/cu128)
-            m = re.match(r"([A-Za-z0-9_.-]+)==[^+]+\+(cu\d+|cpu|rocm[\d.]+)$", pin)
-            if m and re.sub(r"[-_.]+", "-", m.group(1)).lower() in TORCH_FAMILY:
-                indexes.append(f"https://download.pytorch.org/whl/{m.group(2)}")
-        options = []
-        for i, url in enumerate(dict.fromkeys(indexes)):
-            options += ["--extra-index-url" if i or not values.get("index_url") else "--index-url", url]
-        must([python, "-m", "pip", "install", "--no-deps", *options, *changed], "reinstalling the backup's pins",
-             env=pip_env(True), timeout=3600)
-        commands.append("pip install --no-deps " + " ".join(changed))
+    for command in plan.commands:
+        must(shlex.split(command.line), command.what, env=pip_env(True), timeout=3600)
+        commands.append(command.line)
     system = []
     if values.get("system"):  # the link back, then the toolkits the backup did not have removed
         with open(os.path.join(folder, "system.txt"), encoding="utf-8") as f:

@@ -2,8 +2,9 @@
 ends each host as `agent fleet` ends it.
 
 The recipe is read from the committed canary run (transcripts/cuda13-upgrade.jsonl, the seed's CUDA 12.8 ->
-13.0 upgrade). Both engines get the same four machines: two plain ones, one whose /tmp is too small for the
-runfile (its step fails, it is restored from its backup), one whose driver differs (held, unchanged).
+13.0 upgrade). Both engines get the same five machines: two plain ones, one without a compiler (its step fails,
+it is restored from its backup), one whose driver differs (held, unchanged), one without a route to PyPI (its
+backup's rehearsal finds that a restore could not fetch its pins: held, nothing changed).
 Ansible reaches its sims through the upgrade_agent_sim connection (the same bubblewrap sandbox).
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_sims import ansible_env, ansible_playbook, recap, sims_for_ansible
+from ansible_sims import ansible_env, ansible_playbook, recap, sims_for_ansible, tree
 
 from agent.fleet.ansible import ExportError, _quoted, playbook
 from agent.fleet.recipe import dump_recipe, load_recipe, recipe_from_transcript
@@ -24,8 +25,9 @@ from tools.hosts.sim import SimHost
 
 ROOT = Path(__file__).resolve().parents[2]
 CANARY = ROOT / "transcripts" / "cuda13-upgrade.jsonl"
-MACHINES = {"gpu01": {}, "gpu02": {}, "gpu03": {"gcc": None}, "gpu04": {"driver": "580.95.05"}}
-WANT = {"gpu01": "changed", "gpu02": "changed", "gpu03": "failed", "gpu04": "held"}
+MACHINES = {"gpu01": {}, "gpu02": {}, "gpu03": {"gcc": None}, "gpu04": {"driver": "580.95.05"},
+            "gpu05": {"pypi_reachable": False}}
+WANT = {"gpu01": "changed", "gpu02": "changed", "gpu03": "failed", "gpu04": "held", "gpu05": "held"}
 
 
 def agent(*args: str, home: Path, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -78,6 +80,7 @@ def test_the_playbook_runs_the_recipe_on_sims_and_ends_each_host_as_agent_fleet_
     assert counts["gpu03"]["rescued"] == 1 and "rolled back: step 1 of 2: install_runfile failed: no gcc on PATH" \
         in played.stdout
     assert "held: driver is '580.95.05', the recipe was proven on '590.48.01'" in played.stdout
+    assert "held: its backup's rehearsal found pins a restore could not fetch again" in played.stdout
 
     out = tmp_path / "rollout"
     fleet = agent("fleet", str(recipe_file), "-i", str(agent_inventory(tmp_path / "hosts.ini", MACHINES)),
@@ -86,6 +89,9 @@ def test_the_playbook_runs_the_recipe_on_sims_and_ends_each_host_as_agent_fleet_
     hosts = {e["host"]: e["status"] for e in map(json.loads, (out / "fleet.jsonl").read_text().splitlines())
              if e["type"] == "fleet_host"}
     assert hosts == WANT
+    reasons = {e["host"]: e["reason"] for e in map(json.loads, (out / "fleet.jsonl").read_text().splitlines())
+               if e["type"] == "fleet_host"}
+    assert "its backup's rehearsal found pins a restore could not fetch again" in reasons["gpu05"]
 
     # The same machines end the same way: the upgraded ones on cu130 with CUDA 13.0 beside 12.8, the failed one
     # back on its backup (the toolkit the installer began removed), the held one untouched.
@@ -96,6 +102,14 @@ def test_the_playbook_runs_the_recipe_on_sims_and_ends_each_host_as_agent_fleet_
         assert ("torch==2.10.0+cu130" in by_ansible["freeze"]) is upgraded, name
         assert ("/usr/local/cuda-13.0" in by_ansible["toolkits"]) is upgraded, name
         assert "/usr/local/cuda-12.8" in by_ansible["toolkits"]
+    # Byte for byte: every file, link and folder of each machine, but what differs by nature between two runs
+    # (the backups' own folders, byte code's times, scratch space, logs).
+    for name in MACHINES:
+        by_ansible, by_agent = tree(roots[name]), tree(out / "sims" / name)
+        differ = sorted(p for p in set(by_ansible) | set(by_agent) if by_ansible.get(p) != by_agent.get(p))
+        assert not differ, (name, [(p, by_ansible.get(p), by_agent.get(p)) for p in differ[:20]])
+        for root in (roots[name], out / "sims" / name):  # the runfile is removed after its install, by both
+            assert not [p for p in (root / "tmp").rglob("*") if p.name.endswith(".run")], (name, root)
 
 
 def test_a_held_canary_hands_the_role_on_and_check_changes_nothing(recipe_file, tmp_path):
@@ -174,11 +188,14 @@ def test_every_value_from_the_recipe_is_unsafe_and_the_playbook_has_the_tasks_of
     assert play["serial"] == 8 and play["max_fail_percentage"] == 10 and play["gather_facts"] is False
     assert "-f 8 playbook.yml" in text  # forks to run a batch of 8 at once
     names = [t["name"] for t in play["tasks"][1:]]
-    assert names[:4] == ["preflight: read the facts the recipe's preconditions name",
+    assert names[:6] == ["preflight: read the facts the recipe's preconditions name",
                          "preflight: a host whose facts differ is held, and nothing on it is changed",
                          "preflight: end a held host here",
-                         "backup: the Python environment and the CUDA system state, verified by sha256"]
-    block = play["tasks"][5]
+                         "backup: the Python environment and the CUDA system state, verified by sha256, its restore "
+                         "rehearsed",
+                         "backup: a host whose restore could not fetch every pin again is held, nothing changed",
+                         "backup: end a held host here"]
+    block = next(t for t in play["tasks"] if "block" in t)
     assert [t["name"] for t in block["block"]] == [
         "benchmark before", "step 1 of 2: install_runfile", "step 2 of 2: pip_install", "check 1 of 2: toolkit",
         "check 2 of 2: command", "benchmark after", "benchmark gate: after >= before - 2% at 95% (a bootstrap interval)"]
@@ -199,7 +216,7 @@ def test_a_task_whose_values_hold_a_credential_is_no_log(recipe_file):
         if rule.tool == "pip_install":
             rule.args["index_url"] = step.args["index_url"]
     _, play = _load(playbook(recipe, source=str(recipe_file), canary=1, batch=4, max_fail=0))
-    block = play["tasks"][5]["block"]
+    block = next(t for t in play["tasks"] if "block" in t)["block"]
     logged = {t["name"]: t.get("no_log", False) for t in block}
     assert logged["step 2 of 2: pip_install"] is True
     assert not any(v for name, v in logged.items() if name != "step 2 of 2: pip_install"), logged

@@ -419,3 +419,35 @@ def test_dpkg_refuses_what_would_change_or_leave_the_sims_database(host, command
 
 def test_tmp_and_var_tmp_are_world_writable_and_sticky(host):
     assert run(host, "stat -c '%a %n' /tmp /var/tmp").stdout == "1777 /tmp\n1777 /var/tmp\n"
+
+
+def test_each_script_of_the_venv_is_what_its_record_says(sim):
+    """A sim's venv is a copy of a template built elsewhere, its scripts' shebangs rewritten: their RECORD lines
+    held the template's hash and size, so two sims built from two caches differed, and pip's record told that
+    the scripts had been changed after their install."""
+    import base64
+    import csv
+    import hashlib
+
+    venv = sim.root / "opt" / "venv"
+    checked = 0
+    for record in venv.glob("lib/python*/site-packages/*.dist-info/RECORD"):
+        for row in csv.reader(record.read_text().splitlines()):
+            script = record.parent.parent / row[0]  # relative to site-packages
+            if row[0].startswith("../../../bin/") and len(row) == 3 and row[1] and script.is_file():
+                data = script.read_bytes()
+                digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+                assert row[1:] == [f"sha256={digest}", str(len(data))], (record, row)
+                checked += 1
+    assert checked >= 3  # pip, pip3, pip3.11 at least
+
+
+def test_a_sim_built_from_a_cache_at_a_long_path_has_the_same_scripts(sim, tmp_path):
+    """pip writes a /bin/sh wrapper for an interpreter whose path is too long for a shebang; a template venv
+    cached at such a path gave its sims a `pip` whose first line was `#!$0`, which runs nothing."""
+    far = build_sim(tmp_path / "gpu", cache_dir=tmp_path / ("a-cache-" + "x" * 120))
+    for script in ("pip", "pip3", "vllm"):
+        ours, theirs = (s.root / "opt" / "venv" / "bin" / script for s in (far, sim))
+        assert ours.read_bytes() == theirs.read_bytes(), script
+    r = SimHost(far.host_spec()).run("/opt/venv/bin/pip --version", timeout=120)
+    assert r.ok and r.stdout.startswith("pip "), r.stderr

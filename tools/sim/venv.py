@@ -8,7 +8,12 @@ relative or points at the base interpreter, which does not move.
 
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
+import io
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -59,6 +64,7 @@ def copy(template: Path, template_origin: str, dest: Path, pip_conf: str, seen_a
     """Copy the template venv to `dest` and make it belong where its host sees it (`seen_as`, or `dest`)."""
     shutil.copytree(template, dest, symlinks=True)
     new = seen_as or str(dest)
+    rewritten = {}
     for path in (dest / "bin").iterdir():
         if path.is_symlink() or not path.is_file():
             continue
@@ -69,20 +75,47 @@ def copy(template: Path, template_origin: str, dest: Path, pip_conf: str, seen_a
         if text.startswith("#!"):
             text = _rewrite_shebang(text, template_origin, new)
         path.write_text(text.replace(template_origin, new))
+        rewritten[path.name] = path.read_bytes()
+    _rerecord(dest, rewritten)
     cfg = dest / "pyvenv.cfg"
     cfg.write_text(cfg.read_text().replace(template_origin, new))
     (dest / "pip.conf").write_text(pip_conf)
 
 
+# pip's (distlib's) shebang for an interpreter path too long for the kernel: sh runs the script with it. The
+# path is quoted only where it holds a space.
+_SH_WRAPPER = re.compile(r"""#!/bin/sh\n'''exec' ("[^"]+"|\S+) "\$0" "\$@"\n' '''\n""")
+
+
 def _rewrite_shebang(text: str, old: str, new: str) -> str:
-    first, _, rest = text.partition("\n")
-    if first.startswith("#!/bin/sh") and rest.startswith("'''exec'"):
-        # pip's wrapper for long paths: "#!/bin/sh\n'''exec' "/path/python" "$0" "$@"\n' '''"
-        second, _, body = rest.partition("\n")
-        interpreter = second.split('"')[1].replace(old, new)
-        rest = body
+    """The script's shebang for the interpreter at its new place, as pip would have written it there: a plain
+    shebang where the path fits the kernel's limit, else pip's /bin/sh wrapper."""
+    wrapped = _SH_WRAPPER.match(text)
+    if wrapped:
+        interpreter, rest = wrapped.group(1).strip('"'), text[wrapped.end():]
     else:
-        interpreter = first[2:].strip().replace(old, new)
+        first, _, rest = text.partition("\n")
+        interpreter = first[2:].strip()
+    interpreter = interpreter.replace(old, new)
     if len(f"#!{interpreter}") <= _SHEBANG_MAX:
         return f"#!{interpreter}\n{rest}"
-    return f"#!/bin/sh\n'''exec' \"{interpreter}\" \"$0\" \"$@\"\n' '''\n{rest}"
+    quoted = f'"{interpreter}"' if " " in interpreter else interpreter
+    return f"""#!/bin/sh\n'''exec' {quoted} "$0" "$@"\n' '''\n{rest}"""
+
+
+def _rerecord(venv: Path, scripts: dict[str, bytes]) -> None:
+    """The RECORD lines of rewritten scripts made true again (hash and size), as pip writes them: a RECORD that
+    still held the template's would show where the sim was built, and differ between two sims' builds."""
+    for record in venv.glob("lib/python*/site-packages/*.dist-info/RECORD"):
+        rows = list(csv.reader(io.StringIO(record.read_text(encoding="utf-8"))))
+        changed = False
+        for row in rows:
+            name = row[0].rsplit("/", 1)[-1] if row and row[0].startswith("../../../bin/") else None
+            if name in scripts and len(row) == 3:
+                digest = base64.urlsafe_b64encode(hashlib.sha256(scripts[name]).digest()).rstrip(b"=").decode()
+                row[1:] = [f"sha256={digest}", str(len(scripts[name]))]
+                changed = True
+        if changed:
+            out = io.StringIO()
+            csv.writer(out, lineterminator="\n").writerows(rows)
+            record.write_text(out.getvalue(), encoding="utf-8")
