@@ -1,15 +1,17 @@
 """Per-host wall time of `agent fleet` against `ansible-playbook` running the exported playbook, on the same sims.
 
-    python benchmarks/fleet_vs_ansible.py [--hosts 4] [--json] [--cold-cache]
+    python benchmarks/fleet_vs_ansible.py [--hosts 4] [--json] [--build-inside [--cold-cache]]
 
 The recipe is read from the committed canary run (transcripts/cuda13-upgrade.jsonl); the playbook is
 `agent recipe RECIPE --ansible` of it. Each engine gets N fresh default sims and runs them all in one
 batch (`--canary 0 --batch N`): per host the preflight, the backup, 5+1 benchmark runs before, the CUDA
 runfile, the cu130 wheels, the check, 5+1 runs after and the gate. Building the sims is left out of
-both figures (agent fleet's own sims are built inside its run, so their build time, measured apart, is
-taken off its wall time). Both engines' sims copy from the same warm sim cache (built here first,
-untimed); with `--cold-cache` agent fleet builds a cache of its own inside its run (its HOME is the
-run's folder), as the first measurement did. The ratio is agent fleet's wall over ansible-playbook's,
+both figures: each engine's N sims are built here, untimed, the same way from the same warm sim cache, and
+agent fleet is given its own with `--sims` (the flag that rolls over an earlier rollout's machines). With
+`--build-inside` agent fleet builds its sims inside its run, as the first measurements did, and their build
+time measured apart is taken off its wall (under load, building four sims side by side on two cores takes
+longer than one after another, so this favours ansible-playbook); with `--cold-cache` as well, it also
+builds a sim cache of its own there (its HOME is the run's folder). The ratio is agent fleet's wall over ansible-playbook's,
 in one run. The load average is read before and after (the machine may be busy with other work).
 
 The breakdown says where each engine's time goes, per host, from the records each engine writes:
@@ -198,8 +200,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--build-inside", action="store_true",
+                        help="let agent fleet build its sims inside its run, their build measured apart and taken off")
     parser.add_argument("--cold-cache", action="store_true",
-                        help="let agent fleet build its own sim cache inside its run (as the first measurements did)")
+                        help="with --build-inside: agent fleet builds its own sim cache inside its run too")
     args = parser.parse_args()
     load_before = loadavg()
     work = Path(tempfile.mkdtemp(prefix="fleet-vs-ansible-"))
@@ -210,7 +214,7 @@ def main() -> int:
     # their own in work/.cache (wheels, indexes, a template venv: seconds), charged to agent fleet's wall while
     # the sim build taken off it was measured warm. `--cold-cache` keeps that, as the first measurement had it.
     ensure_cache(base_python())  # built here, untimed, if the sources changed since it was last built
-    if not args.cold_cache:
+    if not (args.build_inside and args.cold_cache):
         os.environ["XDG_CACHE_HOME"] = str(cache_home().parent)
     env = ansible_env(work)
     book = work / "book.yml"
@@ -229,22 +233,25 @@ def main() -> int:
     ansible_s = time.monotonic() - start
     assert all(c.get("changed") and not c.get("failed") for c in recap(played.stdout).values()), played.stdout[-2000:]
     (work / "hosts.ini").write_text("[gpu]\n" + "\n".join(names) + "\n\n[gpu:vars]\nagent_transport=sim\n")
+    sims = [] if args.build_inside else ["--sims", str(sims_for_ansible(work / "fleet", names)[1]["gpu01"].parent)]
+    taken_off = build_s if args.build_inside else 0.0
     start = time.monotonic()
     fleet = subprocess.run([sys.executable, "-m", "app.cli", "fleet", str(recipe), "-i", str(work / "hosts.ini"),
-                            "--canary", "0", "--batch", str(args.hosts), "--dir", str(work / "rollout")],
+                            "--canary", "0", "--batch", str(args.hosts), "--dir", str(work / "rollout"), *sims],
                            env=env, cwd=ROOT, capture_output=True, text=True, check=False)
     fleet_raw = time.monotonic() - start
-    fleet_s = fleet_raw - build_s
+    fleet_s = fleet_raw - taken_off
     assert fleet.returncode == 0, fleet.stderr[-2000:]
     load_after = loadavg()
-    f_parts, f_tools = fleet_breakdown(work / "rollout", fleet_raw, build_s)
+    f_parts, f_tools = fleet_breakdown(work / "rollout", fleet_raw, taken_off)
     a_parts, a_tasks = ansible_breakdown(work / "junit", book, ansible_s)
     assert set(a_parts) == set(names) == set(f_parts), (sorted(a_parts), sorted(f_parts))
     f_mean, a_mean = _mean(f_parts), _mean(a_parts)
     out = {"hosts": args.hosts, "sim_build_s": round(build_s, 2), "ansible_s": round(ansible_s, 2),
            "fleet_s": round(fleet_s, 2), "ansible_per_host_s": round(ansible_s / args.hosts, 2),
            "fleet_per_host_s": round(fleet_s / args.hosts, 2), "ratio": round(fleet_s / ansible_s, 3),
-           "sim_cache": "cold for agent fleet" if args.cold_cache else "shared, warm",
+           "sims": "built inside agent fleet's run, taken off" if args.build_inside else "built before, untimed",
+           "sim_cache": "cold for agent fleet" if args.build_inside and args.cold_cache else "shared, warm",
            "loadavg_before": load_before, "loadavg_after": load_after}
     breakdown = {"fields": {"agent fleet": FLEET_FIELDS, "ansible-playbook": ANSIBLE_FIELDS},
                  "mean_s": {"agent fleet": f_mean, "ansible-playbook": a_mean},
