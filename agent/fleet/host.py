@@ -69,6 +69,7 @@ class RecipeModel:
         self.backup_id: str | None = None
         self.bench: dict[str, dict] = {}  # label -> run_bench data
         self.changed = 0  # steps that ended ok
+        self.begun = 0  # steps started (a step ends even when an interrupt comes while it runs)
         self.rolled_back: bool | None = None
         self.drained: str | None = None  # "ours", "someone else's" (left as it is), or "timed out"
         self.drain_id: str | None = None
@@ -172,6 +173,7 @@ class RecipeModel:
             if self._stopped():
                 yield ("final", f"stopped before step {i} ({step.tool}): the rollout was interrupted")
                 return
+            self.begun += 1
             yield from self._must(step.tool, {"host": h, **step.args}, f"step {i} ({step.tool})")
             self.changed += 1
         if recipe.benchmark is not None:
@@ -210,6 +212,7 @@ class HostOutcome:
     drained: str | None = None  # "ours" or "someone else's"
     undrained: bool | None = None
     steps_ok: int = 0
+    steps_begun: int | None = None  # None where no session of this rollout ran the steps (read from a record)
     duration_s: float = 0.0
     bench: dict = field(default_factory=dict)  # label -> {median, values}
     handed_over: bool | None = None  # held, then handed to the model (`agent fleet --ask`)
@@ -227,6 +230,8 @@ class HostOutcome:
             if self.rolled_back is False:
                 return "failed, NOT restored: half-changed, see its transcript"
             return "failed, unchanged" if not self.steps_ok else "failed"
+        if self.status == INTERRUPTED and self.steps_begun == 0:
+            return "unchanged: interrupted before its first step"
         return {CHANGED: "upgraded", HELD: "held", OK: "unchanged", INTERRUPTED: "interrupted: look at it",
                 NOT_RUN: "not run"}.get(self.status, self.status)
 

@@ -108,7 +108,7 @@ def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, sto
     return HostOutcome(host=entry.name, status=status, reason=reason, batch=batch, transcript=str(transcript),
                        last_hash=last_line_hash(transcript), gate=gate, rolled_back=model.rolled_back,
                        drained=model.drained, undrained=model.undrained,
-                       steps_ok=model.changed, duration_s=round(time.monotonic() - began, 3),
+                       steps_ok=model.changed, steps_begun=model.begun, duration_s=round(time.monotonic() - began, 3),
                        bench={label: {"median": d.get("median"), "values": d.get("values")}
                               for label, d in model.bench.items() if isinstance(d, dict)})
 

@@ -386,3 +386,69 @@ def _whole_events(path: Path) -> list[dict]:
         except ValueError:  # the last line, half written
             pass
     return out
+
+
+# --------------------------------------------------------------------------- 5. SIGTERM at each moment of a change
+
+
+@pytest.mark.parametrize("moment, ended", [
+    ("pip_freeze_backup", ("unchanged: interrupted before its first step",)),  # before any change: as it was
+    ("install_runfile", ("restored after interrupt",)),  # its first step had begun: it ends, then the backup
+    ("pip_install", ("upgraded",)),  # its last step had begun: it ends, and the host is finished
+])
+def test_over_ssh_sigterm_at_each_moment_leaves_the_host_upgraded_or_as_it_was_and_resume_finishes(
+        recipe, tmp_path, sshd_factory, client_key, moment, ended):
+    """SIGTERM while gpu01's backup, first step or last step runs over SSH: the running command ends in its own
+    sshd session (the signal reaches our process, not the host), no step starts after it, and gpu01 ends
+    either upgraded or as it was, never between the two stacks; its tree says so, not its record alone.
+    `--resume` then upgrades it (or carries it over), and every record verifies."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from fleet_runs import env_for
+
+    sim, server = sim_behind_sshd(tmp_path, sshd_factory, "gpu01", keys=[client_key])
+    home = client_home(tmp_path, [server])
+    inv = write_inventory(tmp_path / "hosts.ini", {"gpu": {"gpu01": {
+        "ansible_host": "127.0.0.1", "ansible_port": server.port, "ansible_user": server.user,
+        "ansible_ssh_private_key_file": client_key}}},
+        {"agent_python": "/opt/venv/bin/python", "agent_path_prefix": repr(VENV)})
+    before = tree(sim)
+    out = tmp_path / "rollout"
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "fleet", str(recipe), "-i", str(inv), "--dir", str(out)],
+                            cwd=root, env=env_for(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    first, deadline = out / "gpu01.jsonl", time.monotonic() + 300
+    while not any(e.get("type") == "intent" and e.get("tool") == moment
+                  for e in (_whole_events(first) if first.exists() else [])):
+        assert time.monotonic() < deadline and proc.poll() is None, f"{moment} never began"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 143, err[-2000:]
+    host = fleet_hosts(out)["gpu01"]
+    assert host["ended"] in ended, host
+    if host["ended"] == "upgraded":
+        upgraded(sim)
+    else:  # as it was: every file, folder and link under /usr/local and /opt, but the backup's own folder
+        untouched(sim)
+        now = tree(sim)
+        kept = {p: (mode, size, link) for p, (mode, size, _, link) in before.items()}  # a reinstall's times are new
+        differ = sorted(p for p in set(before) | set(now)
+                        if kept.get(p) != ((now[p][0], now[p][1], now[p][3]) if p in now else None))
+        assert not differ, differ[:20]
+    intents = [e["tool"] for e in events(first) if e["type"] == "intent"]
+    after = intents[intents.index(moment) + 1:]
+    assert not set(after) & {"install_runfile", "pip_install"} - ({moment} if moment == "pip_install" else set()), \
+        intents  # nothing began after the signal but the finish or the restore
+
+    r = agent("fleet", str(recipe), "-i", str(inv), "--resume", str(out), home=home)
+    assert r.returncode == 0, r.stderr[-3000:]
+    final = {e["host"]: e for e in events(out / "fleet-2.jsonl") if e["type"] == "fleet_host"}
+    assert final["gpu01"]["ended"] == "upgraded", final
+    upgraded(sim)
+    shown = agent("show", "--verify", str(out / "fleet-2.jsonl"), home=home)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
