@@ -115,14 +115,14 @@ def test_the_playbook_runs_the_recipe_on_sims_and_ends_each_host_as_agent_fleet_
 def test_a_held_canary_hands_the_role_on_and_check_changes_nothing(recipe_file, tmp_path):
     """gpu01's driver differs: held in the canary play, it proves nothing, so gpu02 is the canary, alone; once it
     changed and passed, gpu03 and gpu04 go together in the batches play. Before that, --check on the same machines
-    runs only the preflight: gpu01 shown held, nothing changed anywhere."""
+    runs only the preflight (and --diff with it shows nothing to change): gpu01 shown held, nothing changed anywhere."""
     book = tmp_path / "cuda13.yml"
     assert agent("recipe", str(recipe_file), "--ansible", "--batch", "4", "-o", str(book),
                  home=tmp_path).returncode == 0
     machines = {"gpu01": {"driver": "580.95.05"}, "gpu02": {}, "gpu03": {}, "gpu04": {}}
     inventory, roots = sims_for_ansible(tmp_path / "ansible", machines)
     before = {name: end_state(roots[name], name) for name in machines}
-    checked = ansible_playbook(inventory, book, tmp_path, extra=["--check"])
+    checked = ansible_playbook(inventory, book, tmp_path, extra=["--check", "--diff"])
     assert checked.returncode == 0, checked.stdout[-3000:]
     assert "held: driver is '580.95.05'" in checked.stdout
     assert all(c.get("changed") == 0 and c.get("failed") == 0 for c in recap(checked.stdout).values()), checked.stdout
