@@ -451,3 +451,11 @@ def test_a_sim_built_from_a_cache_at_a_long_path_has_the_same_scripts(sim, tmp_p
         assert ours.read_bytes() == theirs.read_bytes(), script
     r = SimHost(far.host_spec()).run("/opt/venv/bin/pip --version", timeout=120)
     assert r.ok and r.stdout.startswith("pip "), r.stderr
+
+
+def test_the_sims_name_is_the_same_everywhere_a_program_reads_it(sim):
+    """`hostname` said the sim's name while /etc/hostname, read-only from this machine, said this machine's."""
+    named = SimHost(sim.host_spec("gpu-a7"))
+    said = run(named, "hostname; cat /etc/hostname; uname -n; /opt/venv/bin/python -c 'import socket; "
+                      "print(socket.gethostname())'").stdout.split()
+    assert said == ["gpu-a7"] * 4, said

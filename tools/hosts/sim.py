@@ -20,6 +20,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from tools.hosts.base import HostError, HostSpec
@@ -103,8 +104,9 @@ def sandbox_argv(root: Path, hostname: str) -> list[str]:
     # /usr/sbin links to this machine's programs too, but to its own where it has them.
     if (root / "usr" / "sbin").is_dir():
         argv += ["--ro-bind", "/usr/sbin", HOST_USR_SBIN, "--ro-bind", str(root / "usr" / "sbin"), "/usr/sbin"]
-    # The parts of /etc the sim owns (its OS release), over this machine's read-only /etc.
-    for owned in ("etc/os-release",):
+    # The parts of /etc the sim owns (its OS release, its name), over this machine's read-only /etc.
+    _own_hostname(root, hostname)
+    for owned in ("etc/os-release", "etc/hostname"):
         if (root / owned).is_file() and os.path.exists("/" + owned):
             argv += ["--ro-bind", str(root / owned), "/" + owned]
     # The sim's package database, so apt and dpkg read the sim's packages and never this machine's.
@@ -121,6 +123,21 @@ def sandbox_argv(root: Path, hostname: str) -> list[str]:
     # The root itself read-only: a write to a new top-level directory fails instead of vanishing.
     argv += ["--remount-ro", "/", "--chdir", SIM_HOME, "--"]
     return argv
+
+
+def _own_hostname(root: Path, hostname: str) -> None:
+    """The sim's /etc/hostname says the name its `hostname` prints (this machine's own showed through)."""
+    path = root / "etc" / "hostname"
+    try:
+        if path.read_text() == hostname + "\n":
+            return
+    except OSError:
+        pass
+    if not path.parent.is_dir():
+        return
+    scratch = path.with_name(f".hostname.{os.getpid()}.{threading.get_ident()}")
+    scratch.write_text(hostname + "\n")
+    os.replace(scratch, path)  # whole or not at all: commands of the sim may read it meanwhile
 
 
 def is_sim_root(root: Path) -> bool:
