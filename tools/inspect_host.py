@@ -12,8 +12,10 @@ import shlex
 
 from pydantic import BaseModel, Field
 
+from tools import schedulers
 from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError
 from tools.hosts import HostError
+from tools.schedulers import Scheduler
 
 MARK = "@@upgrade-agent-section@@"
 
@@ -47,7 +49,7 @@ print(json.dumps(out))
 """
 
 
-def _script(cuda_root: str, python: str, disk_paths: list[str]) -> str:
+def _script(cuda_root: str, python: str, disk_paths: list[str], node: str = "") -> str:
     r = shlex.quote(cuda_root)
     sections = {
         "os": "cat /etc/os-release 2>/dev/null; echo; echo KERNEL=$(uname -srm)",
@@ -73,6 +75,8 @@ def _script(cuda_root: str, python: str, disk_paths: list[str]) -> str:
         # exist, so rows of one df over several paths would pair with the wrong path.
         "disk": "for p in " + " ".join(shlex.quote(p) for p in disk_paths) + "; do "
                 "echo \"$p $(df -P -k \"$p\" 2>/dev/null | tail -n +2 | head -n 1)\"; done",
+        # Whether it is a node of a Slurm or Kubernetes cluster (tools/schedulers.py).
+        "scheduler": schedulers.script(node) if node else "",
     }
     # The two slow sections (each starts the interpreter; the probe imports torch, pip its whole CLI) start
     # first, side by side, each into a pipe the shell reads when its turn comes: an inspection takes as long
@@ -172,7 +176,8 @@ class InspectHost(Tool):
     driver supports (nvidia-smi header) versus the toolkit on PATH (nvcc --version); every CUDA toolkit
     installed side by side and where the `cuda` symlink points; GPUs (name, compute capability, memory,
     count); the Python environment's torch version, torch.version.cuda, whether CUDA is available, and
-    versions of triton, flashinfer, sgl-kernel, sglang, vllm; free disk where installers write. Missing
+    versions of triton, flashinfer, sgl-kernel, sglang, vllm; free disk where installers write; whether the
+    host is a Slurm or Kubernetes node (its state, drain and running jobs or pods), as its scheduler says. Missing
     pieces (no GPU, no nvcc) are reported as facts. Call it first, together with your other checks.
     """
 
@@ -200,6 +205,9 @@ class InspectHost(Tool):
         disk: list[Disk]
         pip_indexes: list[str] = Field(default_factory=list, description="index URLs pip is configured with "
                                                                        "(pip_install uses only the ones it is given)")
+        schedulers: list[Scheduler] = Field(default_factory=list, description=(
+            "the Slurm or Kubernetes cluster this host is a node of, as its scheduler says (empty: neither "
+            "command is installed)"))
         notes: list[str]
 
     def action(self, args) -> Action:
@@ -215,7 +223,7 @@ class InspectHost(Tool):
             raise ToolError(str(e)) from None
         python = args.python or host.spec.python or "python3"
         cuda_root, disk_paths = "/usr/local", ["/tmp", "/usr/local", "/var/tmp"]
-        r = host.run(_script(cuda_root, python, disk_paths), timeout=120, cancel=ctx.cancel)
+        r = host.run(_script(cuda_root, python, disk_paths, node=args.host), timeout=120, cancel=ctx.cancel)
         if r.cancelled:
             raise ToolError(f"inspecting {args.host} was cancelled {ctx.cancel_reason()}: no facts were gathered")
         if r.connection_lost or r.timed_out:
@@ -330,7 +338,9 @@ def parse_inspection(text: str, *, host: str, cuda_root: str, python: str,
     if python_env and python_env.torch_cuda and nvcc_version and \
             python_env.torch_cuda.split(".")[0] != nvcc_version.split(".")[0]:
         notes.append(f"torch is built for CUDA {python_env.torch_cuda} but nvcc on PATH is {nvcc_version}")
+    found = schedulers.parse(s.get("scheduler", ""))
+    notes += [schedulers.note(one) for one in found]
     return InspectHost.Result(host=host, os=os_name, kernel=kernel, driver=driver, gpus=gpus, gpu_count=len(gpus),
                               toolkit_on_path=toolkit_on_path, nvcc_build=nvcc_build, gcc=gcc, toolkits=toolkits,
                               cuda_symlink=cuda_symlink, python=python_env, disk=disk,
-                              pip_indexes=_pip_indexes(s.get("pip_config", "")), notes=notes)
+                              pip_indexes=_pip_indexes(s.get("pip_config", "")), schedulers=found, notes=notes)

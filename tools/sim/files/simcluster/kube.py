@@ -1,8 +1,10 @@
-"""kubectl get node -o jsonpath, cordon, uncordon, annotate node, drain: one Kubernetes node."""
+"""kubectl get node -o jsonpath, get pods (--field-selector spec.nodeName=N), cordon, uncordon, annotate node,
+drain: one Kubernetes node."""
 
 from __future__ import annotations
 
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -28,6 +30,18 @@ def kubectl_main(argv: list[str], root: Path) -> int:
             return 0
         print(f"NAME STATUS ROLES AGE VERSION\n{node} Ready{',SchedulingDisabled' if k.get('cordoned') else ''} "
               "<none> 90d v1.31.2")
+        return 0
+    if words[:2] in (["get", "pods"], ["get", "pod"]):
+        wanted = next((a.split("=", 1)[1] for a in argv if a.startswith("spec.nodeName=")), None)
+        pods = [] if wanted not in (None, node) else cluster.running(k.get("pods", []), k.get("cordoned_at"))
+        names = [f"train-{i}-7d9f8" for i in pods]
+        if "-o" in argv and argv[argv.index("-o") + 1] == "name":
+            print("".join(f"pod/{n}\n" for n in names), end="")
+        elif not names:
+            print("No resources found", file=sys.stderr)
+        else:
+            print("NAMESPACE   NAME   READY   STATUS    RESTARTS   AGE\n"
+                  + "".join(f"default     {n}   1/1     Running   0          3d\n" for n in names), end="")
         return 0
     if len(words) < 2 or (words[0] in ("cordon", "uncordon", "drain") and words[1] != node) or (
             words[0] == "annotate" and (len(words) < 4 or words[2] != node)):
@@ -64,7 +78,7 @@ def kubectl_main(argv: list[str], root: Path) -> int:
         print(f"node/{node} drained")
         return 0
     else:
-        return _err(f"kubectl: this simulated kubectl knows get node, cordon, uncordon, annotate node and drain, "
+        return _err(f"kubectl: this simulated kubectl knows get node, get pods, cordon, uncordon, annotate node and drain, "
                     f"not {words[0]!r}", 2)
     cluster.save(root, st)
     return 0
