@@ -93,6 +93,24 @@ def wheel_cuda(version: str) -> str | None:
     return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
+def mixed_cuda_builds(freeze: dict[str, str]) -> list[str]:
+    """Packages built for another CUDA major than torch, after an install: their compiled code links that major's
+    runtime libraries (libcudart.so.12), which torch's wheels no longer bring, so they fail to load, though
+    `pip check` finds nothing (no requirement names a CUDA build)."""
+    torch = wheel_cuda(freeze.get("torch", ""))
+    if torch is None:
+        return []
+    major = torch.split(".")[0]
+    other = sorted(line for name, line in freeze.items()
+                   if name != "torch" and (built := wheel_cuda(line)) and built.split(".")[0] != major)
+    if not other:
+        return []
+    return [f"{', '.join(other)} {'is' if len(other) == 1 else 'are'} built for another CUDA major than "
+            f"{freeze['torch']}: compiled against that major's runtime, which torch's wheels no longer bring, "
+            f"{'it' if len(other) == 1 else 'they'} will likely fail to load (`pip check` cannot see this); install "
+            f"{'its' if len(other) == 1 else 'their'} +cu{torch.replace('.', '')} build too, or roll back"]
+
+
 def canonical_pin(pin: str) -> str:
     """A pin (or a rule's pin pattern) with its name as PEP 503 normalizes it: Sgl_Kernel==X is sgl-kernel==X."""
     name, sep, version = pin.partition("==")
@@ -249,7 +267,7 @@ class PipInstall(Tool):
             raise ToolError(self._unmet_error(host, q, args, unmet, changes, ctx))
         return PipInstallResult(python=py, packages=list(args.packages), index_urls=indexes, changes=changes,
                                 dependency_warnings=dependency_warnings, unmet_requirements=unmet,
-                                warnings=self._cuda_mismatch(host, after, ctx))
+                                warnings=mixed_cuda_builds(after) + self._cuda_mismatch(host, after, ctx))
 
     def _unmet_error(self, host, q: str, args: PipInstallArgs, unmet: list[str], changes: list[Change],
                      ctx: ToolContext) -> str:

@@ -31,66 +31,119 @@ class Scheduler(BaseModel):
 
 
 def script(node: str) -> str:
-    """Shell lines that print `slurm|NODE|<scontrol show node -o>`, `slurm_jobs|N`, `kube|NODE|<unschedulable>|
-    <annotation>`, `kube_pods|N`, or `<kind>_error|<first line>`; nothing on a host with neither command."""
+    """Shell lines that print what each installed client said, every line prefixed with what it is (`slurm_rc|0`,
+    `slurm_out|NodeName=...`, `squeue_rc|`, `squeue_out|`, `kube_rc|`, `kube_out|`, `pods_rc|`, `pods_out|`), for
+    parse() to read: the reading is in Python, where it is tested on what real clients print. Nothing on a host
+    with neither client."""
     names = f"{shlex.quote(node)} $(hostname -s 2>/dev/null)"
+
+    def each(prefix: str, lines: int = 500) -> str:
+        return f"printf '%s\\n' \"$out\" | head -n {lines} | cut -c1-2000 | sed 's/^/{prefix}|/'"
+
     return (
-        "if command -v scontrol >/dev/null 2>&1; then found=''; "
-        f"for n in {names}; do if out=$(timeout 10 scontrol show node \"$n\" -o 2>&1); then found=1; "
-        "echo \"slurm|$n|$(printf '%s' \"$out\" | head -n 1 | cut -c1-2000)\"; "
-        "if j=$(timeout 10 squeue -h -w \"$n\" -t RUNNING,COMPLETING -o %i 2>/dev/null); "
-        "then echo \"slurm_jobs|$(printf '%s\\n' \"$j\" | grep -c .)\"; fi; break; fi; done; "
-        "[ -n \"$found\" ] || echo \"slurm_error|$(printf '%s' \"$out\" | head -n 1 | cut -c1-300)\"; fi\n"
-        "if command -v kubectl >/dev/null 2>&1; then found=''; "
-        f"for n in {names}; do if out=$(timeout 10 kubectl get node \"$n\" -o 'jsonpath={KUBE_FIELDS}' 2>&1); "
-        "then found=1; echo \"kube|$n|$(printf '%s' \"$out\" | head -n 1 | cut -c1-500)\"; "
-        "if p=$(timeout 10 kubectl get pods --all-namespaces --field-selector \"spec.nodeName=$n\" -o name "
-        "2>/dev/null); then echo \"kube_pods|$(printf '%s\\n' \"$p\" | grep -c .)\"; fi; break; fi; done; "
-        "[ -n \"$found\" ] || echo \"kube_error|$(printf '%s' \"$out\" | head -n 1 | cut -c1-300)\"; fi"
+        "if command -v scontrol >/dev/null 2>&1; then "
+        f"for n in {names}; do out=$(timeout 10 scontrol show node \"$n\" -o 2>&1); rc=$?; [ $rc -eq 0 ] && break; done; "
+        f"echo \"slurm_node|$n\"; echo \"slurm_rc|$rc\"; {each('slurm_out', 20)}; "
+        "if [ $rc -eq 0 ]; then out=$(timeout 10 squeue -h -w \"$n\" -t RUNNING,COMPLETING -o %i 2>&1); "
+        f"echo \"squeue_rc|$?\"; {each('squeue_out')}; fi; fi\n"
+        "if command -v kubectl >/dev/null 2>&1; then "
+        f"for n in {names}; do out=$(timeout 10 kubectl get node \"$n\" -o 'jsonpath={KUBE_FIELDS}' 2>&1); rc=$?; "
+        "[ $rc -eq 0 ] && break; done; "
+        f"echo \"kube_node|$n\"; echo \"kube_rc|$rc\"; {each('kube_out', 20)}; "
+        "if [ $rc -eq 0 ]; then out=$(timeout 10 kubectl get pods --all-namespaces --field-selector "
+        f"\"spec.nodeName=$n\" -o name 2>&1); echo \"pods_rc|$?\"; {each('pods_out')}; fi; fi"
     )
+
+
+# Slurm prints these after Reason= in some versions: a reason without its [user@time] trailer ends before them.
+_AFTER_REASON = ("Comment", "Extra", "ReservationName", "ResumeAfterTime", "MCS_label", "Partitions", "NextState",
+                 "InstanceId", "InstanceType", "LastBusyTime", "CfgTRES", "AllocTRES")
+_REASON = re.compile(r"\bReason=(.*?) \[[^\]\[]*@[^\]\[]*\](?=\s|$)")
+_REASON_UNTIL_KEY = re.compile(r"\bReason=(.*?)(?=\s+(?:" + "|".join(_AFTER_REASON) + r")=|$)")
+# Slurm states a node takes no new work in by an administrator's hand: drained (draining) or failing.
+_OUT_OF_SERVICE = ("DRAIN", "FAIL")
+_KLOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d")  # a client-go log line on stderr, not data
+
+
+def _said(lines: list[str]) -> str:
+    """What a failed client said, for a person: its lines joined, the last (the client's own verdict) kept."""
+    text = " / ".join(ln.strip() for ln in lines if ln.strip())
+    return (text if len(text) <= 400 else text[:150] + " ... " + text[-240:]) or "no output"
 
 
 def parse(text: str) -> list[Scheduler]:
     """The schedulers SCRIPT found, from its output."""
-    found: dict[str, Scheduler] = {}
+    got: dict[str, list[str]] = {}
     for line in text.splitlines():
-        kind, _, rest = line.partition("|")
-        if kind == "slurm":
-            node, _, shown = rest.partition("|")
-            state = re.search(r"\bState=(\S+)", shown)
-            reason = re.search(r"\bReason=(.*?)(?: \[[^\]]*\])?(?=\s+\w+=|$)", shown)
-            words = state.group(1) if state else None
-            why = reason.group(1).strip() if reason else None
-            found["slurm"] = Scheduler(kind="slurm", node=node, state=words,
-                                       drained=None if words is None else "DRAIN" in words.upper(),
-                                       reason=None if why in (None, "", "(null)", "none") else why)
-        elif kind == "kube":
-            node, _, fields = rest.partition("|")
-            unschedulable, _, ours = fields.partition("|")
-            cordoned = unschedulable.strip() == "true"
-            found["kubernetes"] = Scheduler(kind="kubernetes", node=node, state="cordoned" if cordoned else "schedulable",
-                                            drained=cordoned, reason=ours.strip() or None)
-        elif kind in ("slurm_jobs", "kube_pods") and rest.strip().isdigit():
-            which = found.get("slurm" if kind == "slurm_jobs" else "kubernetes")
-            if which is not None:
-                which.running = int(rest)
-        elif kind in ("slurm_error", "kube_error"):
-            name = "slurm" if kind == "slurm_error" else "kubernetes"
-            found[name] = Scheduler(kind=name, node=None, error=rest.strip() or "no answer")
-    return list(found.values())
+        key, sep, rest = line.partition("|")
+        if sep:
+            got.setdefault(key, []).append(rest)
+    found = []
+    if "slurm_rc" in got:
+        found.append(_slurm(got))
+    if "kube_rc" in got:
+        found.append(_kube(got))
+    return found
+
+
+def _slurm(got: dict[str, list[str]]) -> Scheduler:
+    node, out = (got.get("slurm_node") or [None])[0], got.get("slurm_out", [])
+    if got["slurm_rc"][0].strip() != "0":
+        return Scheduler(kind="slurm", node=None, error=_said(out))
+    shown = next((ln for ln in out if ln.startswith("NodeName=")), None)
+    if shown is None:
+        return Scheduler(kind="slurm", node=None, error="scontrol printed no node: " + _said(out))
+    state = re.search(r"\bState=(\S+)", shown)
+    reason = _REASON.search(shown) or _REASON_UNTIL_KEY.search(shown)
+    words = state.group(1) if state else None
+    why = reason.group(1).strip() if reason else None
+    s = Scheduler(kind="slurm", node=node, state=words,
+                  drained=None if words is None else any(w in words.upper() for w in _OUT_OF_SERVICE),
+                  reason=None if why in (None, "", "(null)", "none") else why)
+    jobs = got.get("squeue_out", [])
+    if (got.get("squeue_rc") or ["1"])[0].strip() == "0":
+        s.running = sum(1 for ln in jobs if re.match(r"\d", ln.strip()))
+    else:
+        s.error = "squeue could not list its jobs: " + _said(jobs)
+    return s
+
+
+def _kube(got: dict[str, list[str]]) -> Scheduler:
+    node, out = (got.get("kube_node") or [None])[0], got.get("kube_out", [])
+    if got["kube_rc"][0].strip() != "0":
+        return Scheduler(kind="kubernetes", node=None, error=_said(out))
+    data = [ln for ln in out if not _KLOG.match(ln)]
+    first = next((i for i, ln in enumerate(data) if re.match(r"^(true|false)?\|", ln)), None)
+    if first is None:
+        return Scheduler(kind="kubernetes", node=None, error="kubectl printed no node: " + _said(out))
+    unschedulable, _, ours = data[first].partition("|")
+    ours = "\n".join([ours, *data[first + 1:]]).strip()  # an annotation may hold newlines
+    cordoned = unschedulable.strip() == "true"
+    s = Scheduler(kind="kubernetes", node=node, state="cordoned" if cordoned else "schedulable", drained=cordoned,
+                  reason=ours or None)
+    pods = got.get("pods_out", [])
+    if (got.get("pods_rc") or ["1"])[0].strip() == "0":
+        s.running = sum(1 for ln in pods if ln.startswith("pod/"))
+    else:
+        s.error = "kubectl could not list its pods: " + _said(pods)
+    return s
 
 
 def note(s: Scheduler) -> str:
     """What the model reads about a scheduler found on the host."""
     title = "a Slurm node" if s.kind == "slurm" else "a Kubernetes node"
-    if s.error:
+    if s.error and s.state is None:
         return (f"{'scontrol' if s.kind == 'slurm' else 'kubectl'} is installed but could not answer ({s.error}): "
                 f"it may be {title}; find out before changing it")
     work = f"{s.running} {'job' if s.kind == 'slurm' else 'pod'}{'s' * (s.running != 1)} on it" \
-        if s.running is not None else "its work not read"
+        if s.running is not None else f"its work could not be read: {s.error}"
+    if s.drained and s.kind == "kubernetes":
+        why = f", annotated {s.reason!r}" if s.reason else " (a cordon carries no reason; ask its owner)"
+        return (f"{title} ({s.node}: already cordoned{why}; {work}): drain_node leaves a cordon it did not make as it "
+                "is, and it stays: never uncordon it")
     if s.drained:
         why = f" ({s.reason})" if s.reason else ""
         return (f"{title} ({s.node}: {s.state}, already drained{why}; {work}): drain_node leaves a drain someone "
                 "else made as it is, and it stays: never undrain it")
-    return (f"{title} ({s.node}: {s.state}; {work}): drain it with drain_node after its backup and before its first "
-            "benchmark")
+    return (f"{title} ({s.node}: {s.state}; {work}): other people's work runs here, so a change needs it drained "
+            "first (drain it with drain_node after its backup and before its first benchmark)")

@@ -270,20 +270,21 @@ def test_an_interrupt_while_the_session_is_built_leaves_no_empty_transcript_and_
                                                  "removed)")
 
 
-def test_an_interrupt_before_the_command_starts_says_so(tmp_path, monkeypatch, capsys):
+def test_an_interrupt_before_the_command_starts_says_so(tmp_path):
     """A Ctrl-C 0.1 s in once exited 130 and printed nothing: it landed while the command line or the
-    configuration was read, before any command was running. Made to land exactly there."""
-    import app.config
-    from app import cli
-
-    def interrupted(*a, **k):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(app.config, "load_config", interrupted)
-    monkeypatch.setattr(cli, "_RUNNING", [])
+    configuration was read, before any command was running. Made to land exactly there, in a process of its own
+    (one with no session ever opened in it)."""
     goal = goal_file(tmp_path, "goal: look\nhosts: [local]\n")
-    assert cli.main(["run", str(goal)]) == 130
-    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_"))}
+    env.update({"PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})
+    code = ("import sys, app.config\n"
+            "def interrupted(*a, **k):\n    raise KeyboardInterrupt\n"
+            "app.config.load_config = interrupted\n"
+            "from app.cli import main\n"
+            f"sys.exit(main(['run', {str(goal)!r}]))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert r.returncode == 130, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
         "agent: interrupted by the operator before the command started: nothing ran on any host")
 
 

@@ -75,6 +75,23 @@ def test_naming_what_torch_declares_leaves_an_environment_pip_check_accepts(worl
     assert pip_check(pool)[0] == 0
 
 
+def test_torch_moved_alone_says_the_kernels_built_for_the_old_cuda_will_not_load(world):
+    """A played model moved torch to cu130 and left sgl-kernel on cu128: pip check was clean, the install said
+    nothing, and sglang failed to import sgl_kernel (libcudart.so.12) in the benchmark after."""
+    sim, pool, ctx = world
+    result = install(ctx, sim, [TORCH, *NEEDS], no_deps=True)
+    assert result.unmet_requirements == [] and pip_check(pool)[0] == 0
+    said = [w for w in result.warnings if "another CUDA major" in w]
+    assert len(said) == 1 and said[0].startswith("sgl-kernel==0.3.21+cu128 is built for another CUDA major than "
+                                                 "torch==2.10.0+cu130") and "+cu130 build too" in said[0], said
+    mixed = pool.get("sim").run("/opt/venv/bin/python -c 'import sgl_kernel'", timeout=120)
+    assert not mixed.ok and "libcudart.so.12" in mixed.stderr  # what the warning foretold
+    both = install(ctx, sim, [TORCH, "sgl-kernel==0.3.21+cu130", *NEEDS], no_deps=True)
+    assert not [w for w in both.warnings if "another CUDA major" in w]
+    r = pool.get("sim").run("/opt/venv/bin/python -c 'import sgl_kernel'", timeout=120)
+    assert r.ok, r.stderr  # the warning's remedy works
+
+
 def test_without_no_deps_pip_installs_the_requirements_from_the_same_index(world):
     sim, pool, ctx = world
     result = install(ctx, sim, [TORCH])

@@ -4,13 +4,16 @@ text real clients print."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tools.base import ArtifactStore, ToolContext
 from tools.drain_node import DrainNode
 from tools.hosts import HostPool
 from tools.inspect_host import InspectHost
-from tools.schedulers import parse
+from tools.schedulers import note, parse
 from tools.sim import build_sim
 
 
@@ -40,7 +43,8 @@ def test_inspect_host_reports_the_node_its_state_and_its_running_work(tmp_path, 
     report = inspected(sim)
     assert [s.model_dump(exclude={"error"}) for s in report.schedulers] == [want]
     said = " ".join(report.notes)
-    assert ("never undrain it" in said) is want["drained"] and ("drain it with drain_node" in said) is not want["drained"]
+    assert ("never undrain it" in said or "never uncordon it" in said) is want["drained"]
+    assert ("drain it with drain_node" in said) is not want["drained"]
 
 
 def test_a_host_in_no_cluster_reports_none_and_a_client_that_cannot_answer_is_no_proof(tmp_path):
@@ -48,9 +52,11 @@ def test_a_host_in_no_cluster_reports_none_and_a_client_that_cannot_answer_is_no
     such (it may well be a node), never read as "not a node"."""
     sim = build_sim(tmp_path / "gpu07")
     assert inspected(sim).schedulers == []
-    text = "kube_error|The connection to the server localhost:8080 was refused - did you specify the right host?"
+    text = ("kube_node|gpu07\nkube_rc|1\nkube_out|The connection to the server localhost:8080 was refused - did you "
+            "specify the right host?")
     [found] = parse(text)
     assert found.kind == "kubernetes" and found.node is None and "refused" in found.error
+    assert "could not answer" in note(found) and "find out before changing it" in note(found)
 
 
 def test_after_our_drain_the_report_shows_it_drained_with_no_jobs_left(tmp_path):
@@ -66,15 +72,49 @@ def test_after_our_drain_the_report_shows_it_drained_with_no_jobs_left(tmp_path)
     assert slurm.drained and slurm.running == 0 and slurm.reason.startswith("upgrade-agent: cuda 13 #")
 
 
-def test_real_clients_output_is_read():
-    """Lines as a real Slurm 23.11 scontrol prints them (one line with -o), and kubectl's jsonpath."""
-    shown = ("slurm|gpu-a12|NodeName=gpu-a12 Arch=x86_64 CoresPerSocket=56 CPUAlloc=112 CPUEfctv=224 CPUTot=224 "
-             "CPULoad=97.31 AvailableFeatures=h200 ActiveFeatures=h200 Gres=gpu:h200:8 NodeAddr=gpu-a12 "
-             "NodeHostName=gpu-a12 Version=23.11.4 OS=Linux 6.8.0-60-generic RealMemory=2000000 AllocMem=1500000 "
-             "State=MIXED+DRAIN ThreadsPerCore=2 Partitions=gpu Reason=kernel upgrade [ops@2026-12-01T09:00:00]\n"
-             "slurm_jobs|3\n"
-             "kube|gpu-a12|true|upgrade-agent: cuda 13 #1a2b3c4d\nkube_pods|7\n")
-    slurm, kube = parse(shown)
-    assert (slurm.state, slurm.drained, slurm.reason, slurm.running) == ("MIXED+DRAIN", True, "kernel upgrade", 3)
-    assert (kube.state, kube.drained, kube.reason, kube.running) == ("cordoned", True,
-                                                                     "upgrade-agent: cuda 13 #1a2b3c4d", 7)
+def _printed(case: dict) -> str:
+    """What tools/schedulers.script prints for a case's raw client outputs (the name it asked first answering)."""
+    out, node = [], case.get("node_name") or "node"
+
+    def each(prefix: str, text: str | None, n: int) -> list[str]:
+        return [f"{prefix}|{ln[:2000]}" for ln in (text or "").rstrip("\n").split("\n")[:n]]
+
+    if case.get("scontrol") is not None:
+        rc = 0 if case.get("scontrol_ok") else 1
+        out += [f"slurm_node|{node}", f"slurm_rc|{rc}", *each("slurm_out", case["scontrol"], 20)]
+        if rc == 0 and case.get("squeue") is not None:
+            out += [f"squeue_rc|{0 if case.get('squeue_ok') else 1}", *each("squeue_out", case["squeue"], 500)]
+    if case.get("kubectl_node") is not None:
+        rc = 0 if case.get("kubectl_node_ok") else 1
+        out += [f"kube_node|{node}", f"kube_rc|{rc}", *each("kube_out", case["kubectl_node"], 20)]
+        if rc == 0 and case.get("kubectl_pods") is not None:
+            out += [f"pods_rc|{0 if case.get('kubectl_pods_ok') else 1}", *each("pods_out", case["kubectl_pods"], 500)]
+    return "\n".join(out)
+
+
+REDTEAM = Path(__file__).resolve().parents[1] / "data" / "tools" / "redteam-2026-12-06-schedulers" / "cases.json"
+CASES = json.loads(REDTEAM.read_text())
+# Where our reading is the cautious one and the red team's reads further (README.md beside the cases).
+CAUTIOUS = {"slurm-hostname-vs-nodename-squeue-maps", "k8s-node-notfound-wrong-name"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_what_real_clients_print_is_read_as_an_operator_reads_it(case):
+    got = {s.kind: s for s in parse(_printed(case))}
+    for kind in ("slurm", "kubernetes"):
+        want, have = case["expect"].get(kind), got.get(kind)
+        assert (want is None) == (have is None), kind
+        if want is None:
+            continue
+        if case["id"] in CAUTIOUS:  # said as a client that could not answer: never as a node free to change
+            assert have.error and have.drained is None and "find out" in note(have), have
+            continue
+        for field in ("state", "drained", "reason", "running"):
+            if field in want:
+                assert getattr(have, field) == want[field], (kind, field)
+        if want.get("error"):
+            assert want["error"] in (have.error or ""), (kind, have.error)
+    # Whatever the reading, a host the red team judged unsafe to change is never said to be free of work.
+    if not case["expect"].get("safe_to_change_without_draining", True):
+        for s in got.values():
+            assert not (s.error is None and s.drained is False and s.running == 0 and s.state is None), s

@@ -459,3 +459,38 @@ def test_the_sims_name_is_the_same_everywhere_a_program_reads_it(sim):
     said = run(named, "hostname; cat /etc/hostname; uname -n; /opt/venv/bin/python -c 'import socket; "
                       "print(socket.gethostname())'").stdout.split()
     assert said == ["gpu-a7"] * 4, said
+
+
+def test_df_mount_and_findmnt_name_one_device_per_filesystem_and_never_the_sims_folder(host, sim):
+    """`df` named /dev/nvme0n1p5 for /usr/local while `mount` and `findmnt` listed this machine's mounts, and
+    findmnt showed the folder the sim lies in."""
+    df = {row[-1]: row[0] for row in df_rows(run(host, "df -P").stdout)}
+    mounted = {}
+    for line in run(host, "mount").stdout.splitlines():
+        source, _, rest = line.partition(" on ")
+        mounted[rest.split(" type ")[0]] = source
+    assert {t: s for t, s in mounted.items() if s.startswith("/dev/")} == df
+    on = df_rows(run(host, "df -P /usr/local/cuda-12.8").stdout)[0][0]
+    assert run(host, "findmnt -n -o SOURCE --target /usr/local/cuda-12.8").stdout.strip() == on
+    tree = run(host, "findmnt").stdout
+    assert all(d in tree for d in df.values())
+    for text in (tree, run(host, "mount").stdout, run(host, "findmnt -D").stdout):
+        assert str(sim.root) not in text and "/dev/vda" not in text
+
+
+def test_a_toolkit_installed_takes_its_room_from_its_filesystem_and_gives_it_back_when_removed(tmp_path):
+    """A played model saw /usr/local keep exactly its free space after a 6.7 GiB toolkit was installed there."""
+    built = build_sim(tmp_path / "gpu", free_space_mb={"/usr/local": 10000})
+    box = SimHost(built.host_spec())
+
+    def usr_local() -> tuple[int, int, int]:
+        size, used, avail = df_rows(run(box, "df -m /usr/local").stdout)[0][1:4]
+        return int(size), int(used), int(avail)
+
+    before = usr_local()
+    run(box, "sh /srv/nvidia/compute/cuda/13.0.1/local_installers/cuda_13.0.1_*_linux.run --silent --toolkit")
+    size, used, avail = usr_local()
+    assert size == before[0] and before[2] - avail == 7_152_115_712 // 2**20 and used - before[1] == before[2] - avail
+    assert run(box, "df -m /tmp").stdout == run(SimHost(build_sim(tmp_path / "other").host_spec()), "df -m /tmp").stdout
+    run(box, "rm -rf /usr/local/cuda-13.0")
+    assert usr_local() == before

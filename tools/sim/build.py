@@ -33,6 +33,7 @@ from .files.simhost import state as host_state
 HERE = Path(__file__).parent
 SIMHOST = HERE / "files" / "simhost"
 SIMCLUSTER = HERE / "files" / "simcluster"  # not in the runfile, which carries simhost/*.py alone
+SIMCOMMANDS = HERE / "files" / "simcommands"  # nor these: what the host shows beside its installer
 # A sim is a node of no cluster unless its machine says so (Sim.join_scheduler): this machine's own
 # scheduler clients, if it has any, are never shown inside, where they could reach a real cluster.
 SCHEDULER_COMMANDS = frozenset({"kubectl", "scontrol", "squeue", "sinfo", "sbatch", "srun", "scancel"})
@@ -167,8 +168,9 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, gpu_model: str,
         (root / d).mkdir(parents=True, exist_ok=True)
     for d in ("tmp", "var/tmp"):
         (root / d).chmod(0o1777)  # world-writable and sticky, as on every Linux host
-    shutil.copytree(SIMHOST, root / host_state.STATE_DIR / "lib" / "simhost",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for package in (SIMHOST, SIMCOMMANDS):
+        shutil.copytree(package, root / host_state.STATE_DIR / "lib" / package.name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     st = machine.default_state(gpus=gpus, gpu_model=gpu_model, driver_version=driver_version,
                                smi_version=smi_version, free_space_mb=free_space_mb, gcc=gcc, kernel=kernel,
                                python=python, bench_noise=bench_noise)
@@ -178,8 +180,10 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, gpu_model: str,
     # The interpreter the sim's installers run with, by a name of its own on the host's PATH.
     (root / "usr" / "bin" / "sim-python").symlink_to(python)
     _write_command(root / "usr" / "bin" / "nvidia-smi", python, "simhost.smi")
-    _write_command(root / "usr" / "bin" / "df", python, "simhost.disk", "df_main")
+    _write_command(root / "usr" / "bin" / "df", python, "simcommands.mounts", "df_main")
     _write_command(root / "usr" / "bin" / "lsmod", python, "simhost.disk", "lsmod_main")
+    _write_command(root / "usr" / "bin" / "mount", python, "simcommands.mounts", "mount_main")
+    _write_command(root / "usr" / "bin" / "findmnt", python, "simcommands.mounts", "findmnt_main")
     _write_command(root / "usr" / "bin" / "uname", python, "simhost.kernel", "uname_main")
     _write_command(root / "usr" / "bin" / "dpkg", python, "simhost.dpkg", "dpkg_main")
     _write_command(root / "usr" / "bin" / "dpkg-query", python, "simhost.dpkg", "dpkg_query_main")
@@ -192,6 +196,9 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, gpu_model: str,
     for key in toolkits:
         toolkit.install(root / "usr" / "local" / f"cuda-{toolkit.RELEASES[key].short}", toolkit.RELEASES[key],
                         python, man_dir=root / "usr" / "share" / "man")
+    # What the filesystems' free space already counts: a toolkit installed later takes its room (state.py).
+    host_state.update(root, lambda state: state.__setitem__(
+        "toolkits_at_build", [f"/usr/local/cuda-{toolkit.RELEASES[key].short}" for key in toolkits]))
     if toolkits:
         # As the host sees it inside its sandbox: /usr/local/cuda -> /usr/local/cuda-12.8.
         (root / "usr" / "local" / "cuda").symlink_to(f"/usr/local/cuda-{toolkit.RELEASES[toolkits[0]].short}")
