@@ -66,15 +66,24 @@ def out(r: subprocess.CompletedProcess) -> str:
     return r.stdout.decode("utf-8", "replace")
 
 
+# A URL's password or token (https://user:TOKEN@host/...): what a message of ours shows is masked, as pip masks
+# it, since an index the host's own pip configuration names may carry one that the recipe never held.
+_CREDENTIAL = re.compile(r"(://[^/@\s:]*:)[^/@\s]+@")
+
+
+def masked(text: str) -> str:
+    return _CREDENTIAL.sub(r"\1****@", text)
+
+
 def said(r: subprocess.CompletedProcess) -> str:
     text = (r.stderr or r.stdout).decode("utf-8", "replace").strip()
-    return text.splitlines()[-1][:400] if text else f"exit {r.returncode}"
+    return masked(text.splitlines()[-1][:400]) if text else f"exit {r.returncode}"
 
 
 def must(argv: list, what: str, **kw) -> str:
     r = run(argv, **kw)
     if r.returncode != 0:
-        raise Failed(f"{what} failed (`{' '.join(argv)}`, exit {r.returncode}): {said(r)}")
+        raise Failed(masked(f"{what} failed (`{' '.join(argv)}`, exit {r.returncode}): {said(r)}"))
     return out(r)
 
 
@@ -230,7 +239,7 @@ def restore(values: dict, folder: str) -> dict:
     commands = []
     for command in plan.commands:
         must(shlex.split(command.line), command.what, env=pip_env(True), timeout=3600)
-        commands.append(command.line)
+        commands.append(masked(command.line))
     system = []
     if values.get("system"):  # the link back, then the toolkits the backup did not have removed
         with open(os.path.join(folder, "system.txt"), encoding="utf-8") as f:

@@ -288,3 +288,14 @@ def test_the_helper_keeps_the_tools_constants():
     assert helper.KEEP == restore_plan.KEEP and helper.MIN_DRIVER == install_runfile.MIN_DRIVER
     assert helper.RUNFILE_NAME.pattern == install_runfile.RUNFILE_NAME.pattern
     assert (helper.OUR_PREFIX, helper.ANNOTATION) == (drain_node.OUR_PREFIX, drain_node.ANNOTATION)
+
+
+def test_what_the_helper_says_of_a_failed_command_masks_a_token_in_an_index_url():
+    """The restore reinstalls from the indexes the backup recorded, which the host's own pip configuration may
+    name with a token the recipe never held: a failure's words (Ansible prints them) show it masked."""
+    from agent.fleet import playbook_helper as helper
+
+    with pytest.raises(helper.Failed) as e:
+        helper.must(["false", "--index-url", "https://deploy:s3cr3t-t0ken@pypi.internal.example/simple"],
+                    "reinstalling 2 pinned packages from https://deploy:s3cr3t-t0ken@pypi.internal.example/simple")
+    assert "s3cr3t-t0ken" not in str(e.value) and "https://deploy:****@pypi.internal.example/simple" in str(e.value)
