@@ -231,7 +231,8 @@ class HostOutcome:
                 return "failed, NOT restored: half-changed, see its transcript"
             return "failed, unchanged" if not self.steps_ok else "failed"
         if self.status == INTERRUPTED and self.steps_begun == 0:
-            return "unchanged: interrupted before its first step"
+            left = ", LEFT DRAINED (undrain it by hand)" if self.drained == "ours" and not self.undrained else ""
+            return "unchanged: interrupted before its first step" + left
         return {CHANGED: "upgraded", HELD: "held", OK: "unchanged", INTERRUPTED: "interrupted: look at it",
                 NOT_RUN: "not run"}.get(self.status, self.status)
 

@@ -72,3 +72,18 @@ def test_a_canary_that_asked_for_no_loss_gives_the_fleet_a_gate_that_lets_noise_
     assert _benchmark(calls, {}, [1, 2], 0.9).gate.max_drop_percent == 10.0
     unmoved = [89.45, 89.62, 89.31, 89.58, 89.40]  # after/before 0.999: what a harmless upgrade measures
     assert bootstrap_gate(BEFORE, unmoved, DEFAULT_MAX_DROP_PERCENT, 0.95).passed
+
+
+def test_a_host_stopped_before_its_first_step_ends_unchanged_and_says_a_drain_it_kept():
+    """It used to end 'interrupted: look at it', though no step had begun; one our drain still holds says so."""
+    from agent.fleet.host import INTERRUPTED, HostOutcome
+
+    stopped = HostOutcome(host="gpu01", status=INTERRUPTED, reason="the rollout was interrupted", batch=0,
+                          steps_begun=0)
+    assert stopped.ended() == "unchanged: interrupted before its first step"
+    assert stopped.as_dict()["steps_begun"] == 0
+    drained = HostOutcome(host="gpu01", status=INTERRUPTED, reason="", batch=0, steps_begun=0, drained="ours",
+                          undrained=False)
+    assert drained.ended() == "unchanged: interrupted before its first step, LEFT DRAINED (undrain it by hand)"
+    from_a_record = HostOutcome(host="gpu01", status=INTERRUPTED, reason="", batch=-1)  # how far it got: unknown
+    assert from_a_record.ended() == "interrupted: look at it"
