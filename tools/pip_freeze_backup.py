@@ -39,7 +39,14 @@ from tools.base import (
 )
 from tools.hosts import Host, HostError
 from tools.restore_check import unfetchable, why_unfetchable
-from tools.restore_plan import KEEP, configured_index_urls, index_for, restore_plan
+from tools.restore_plan import (
+    KEEP,
+    configured_index_urls,
+    index_for,
+    rehearsable,
+    resolves_without_installing,
+    restore_plan,
+)
 from tools.system_state import SCRIPT as SYSTEM_SCRIPT
 from tools.system_state import parse_system_state
 
@@ -92,15 +99,12 @@ def rehearse(ctx: ToolContext, host: Host, python: str, pip_version: str, freeze
     the environment itself shows as much as one in a scratch venv would, without creating one; a real install
     into a scratch venv would download a GPU stack's gigabytes of wheels."""
     frozen = {name: line for name, line in parse_freeze(freeze).items() if name not in KEEP}
-    # Only name==version pins: what a line names by file or URL (`x @ file:///...`, an editable checkout) pip
-    # would build to read, and a build runs the package's own code, in a step nobody approved.
-    want = {name: line for name, line in frozen.items() if re.fullmatch(r"[A-Za-z0-9._-]+==[^\s@;]+", line)}
+    want = rehearsable(frozen)
     skipped = sorted(set(frozen) - set(want))
     aside = f"; not rehearsed, as they name a file or URL: {', '.join(skipped)}" if skipped else ""
     if not want:
         return Rehearsal(None, "nothing to rehearse: the environment has only pip, setuptools and wheel")
-    version = re.match(r"pip (\d+)\.(\d+)", pip_version)
-    if version is None or (int(version[1]), int(version[2])) < (22, 2):
+    if not resolves_without_installing(pip_version):
         return Rehearsal(None, f"not rehearsed: {pip_version.split(' from ')[0] or 'this pip'} is older than 22.2 "
                                "and cannot resolve without installing")
     started = time.monotonic()

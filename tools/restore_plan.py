@@ -137,3 +137,18 @@ def dry_run(command: PipCommand, wheels_only: bool = False) -> str | None:
     only = "--only-binary :all: " if wheels_only else ""
     return command.line.replace(" -m pip install ", f" -m pip install --dry-run --ignore-installed --retries 1 {only}",
                                 1)
+
+
+def rehearsable(pins: dict[str, str]) -> dict[str, str]:
+    """The pins a rehearsal resolves: name==version only, never pip, setuptools or wheel. What a line names by
+    file or URL (`x @ file:///...`, an editable checkout) pip would build to read, and a build runs the
+    package's own code, in a step nobody approved."""
+    return {name: line for name, line in pins.items()
+            if name not in KEEP and re.fullmatch(r"[A-Za-z0-9._-]+==[^\s@;]+", line)}
+
+
+def resolves_without_installing(pip_version: str) -> bool:
+    """Whether this pip (`pip X.Y from ...`) has --dry-run: 22.2 and later."""
+    version = re.match(r"pip (\d+)\.(\d+)", pip_version)
+    return version is not None and (int(version[1]), int(version[2])) >= (22, 2)
+

@@ -30,8 +30,16 @@ try:  # in the playbook, the text of these modules comes before this one
     read_metric  # noqa: B018
 except NameError:
     from agent.fleet.stats import bootstrap_gate
-    from tools.restore_plan import KEEP, configured_index_urls, dry_run, index_for, restore_plan
     from tools.bench_parsers import ParseError, default_metric, higher_is_better, read_metric
+    from tools.restore_plan import (
+        KEEP,
+        configured_index_urls,
+        dry_run,
+        index_for,
+        rehearsable,
+        resolves_without_installing,
+        restore_plan,
+    )
     from tools.system_state import CUDA_LINK, parse_system_state, system_rollback
     from tools.system_state import SCRIPT as SYSTEM_SCRIPT
     from tools.toolkit_sizes import Place, install_places, mount_and_free, needs_for, shortfalls
@@ -204,9 +212,8 @@ def backup(values: dict, host: str) -> dict:
 def rehearse(python: str, pip_version: str, pins: dict, indexes: dict, index_url: str | None) -> str:
     """Why a restore could not fetch every pin of the freeze again, or "" when it could (or this pip cannot
     tell): each install of the restore's plan resolved as wheels, nothing installed or built."""
-    want = {n: line for n, line in pins.items() if n not in KEEP and re.fullmatch(r"[A-Za-z0-9._-]+==[^\s@;]+", line)}
-    version = re.match(r"pip (\d+)\.(\d+)", pip_version)
-    if not want or version is None or (int(version[1]), int(version[2])) < (22, 2):
+    want = rehearsable(pins)
+    if not want or not resolves_without_installing(pip_version):
         return ""
     plan = restore_plan(python, want, indexes, "", have={}, index_url=index_url)
     lines = [line for line in (dry_run(c, wheels_only=True) for c in plan.commands) if line]

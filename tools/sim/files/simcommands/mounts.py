@@ -24,18 +24,16 @@ _TOOLKIT_GLOBS = ("usr/local/cuda-*", "opt/cuda-*", "opt/*/cuda-*")
 _plain_rows = disk._rows
 
 
-def _taken_mb(st: dict, root, mount: str) -> int:
-    """What the toolkits installed on `mount` since the build take, by the installer's own figure each."""
-    at_build, taken = set(st.get("toolkits_at_build") or ()), 0
+def _taken_mb(st: dict, root) -> dict[str, int]:
+    """By mount point, what the toolkits installed since the build take, by the installer's own figure each."""
+    taken: dict[str, int] = {}
     if st.get("toolkits_at_build") is None:  # a sim built before this was kept: nothing to count from
-        return 0
-    root = Path(root)
+        return taken
+    at_build, root = set(st["toolkits_at_build"]), Path(root)
     for pattern in _TOOLKIT_GLOBS:
         for path in root.glob(pattern):
             sys_path = "/" + str(path.relative_to(root))
             if path.is_symlink() or not path.is_dir() or sys_path in at_build:
-                continue
-            if host_state.free_space_mb(st, sys_path)[0] != mount:
                 continue
             try:
                 version = json.loads((path / "version.json").read_text())["cuda"]["version"]
@@ -43,17 +41,18 @@ def _taken_mb(st: dict, root, mount: str) -> int:
                 continue
             release = toolkit.RELEASES.get(".".join(str(version).split(".")[:2]))
             if release is not None:
-                taken += release.install_need_bytes // _MIB
+                mount = host_state.free_space_mb(st, sys_path)[0]
+                taken[mount] = taken.get(mount, 0) + release.install_need_bytes // _MIB
     return taken
 
 
 def _rows(st: dict, root, path):
-    rows = _plain_rows(st, root, path)
+    rows, taken = _plain_rows(st, root, path), _taken_mb(st, root)
     for row in rows:
-        taken = min(_taken_mb(st, root, row.target) * _MIB, row.avail)
-        row.avail -= taken
-        row.used += taken
-        row.iused += taken // _MIB * 16
+        took = min(taken.get(row.target, 0) * _MIB, row.avail)
+        row.avail -= took
+        row.used += took
+        row.iused += took // _MIB * 16
     return rows
 
 
@@ -73,14 +72,10 @@ _PSEUDO = [("sysfs", "/sys", "sysfs", "rw,nosuid,nodev,noexec,relatime"),
            ("tmpfs", "/dev/shm", "tmpfs", "rw,nosuid,nodev,inode64")]
 
 
-def _disks(root) -> list[tuple[str, str, str, str]]:
-    """(source, target, fstype, options) of the sim's filesystems, / first."""
-    return [(r.source, r.target, r.fstype, _OPTIONS) for r in disk._rows(host_state.load(root), root, None)]
-
-
-def _all(root) -> list[tuple[str, str, str, str]]:
-    disks = _disks(root)
-    return disks[:1] + _PSEUDO + disks[1:]
+def _all(disks: list) -> list[tuple[str, str, str, str]]:
+    """(source, target, fstype, options) of every filesystem in mount's order: / first, then the pseudo ones."""
+    rows = [(r.source, r.target, r.fstype, _OPTIONS) for r in disks]
+    return rows[:1] + _PSEUDO + rows[1:]
 
 
 def mount_main(argv: list[str], root) -> int:
@@ -96,7 +91,7 @@ def mount_main(argv: list[str], root) -> int:
         sys.stderr.write(f"mount: {target}: must be superuser to use mount.\n")
         return 32
     types = {v for o, v in opts if o in ("-t", "--types") for v in v.split(",")}
-    for source, target, fstype, options in _all(root):
+    for source, target, fstype, options in _all(disk._rows(host_state.load(root), root, None)):
         if not types or fstype in types:
             print(f"{source} on {target} type {fstype} ({options})")
     return 0
@@ -122,13 +117,15 @@ def findmnt_main(argv: list[str], root) -> int:
             return 1
     elif "-D" in given or "--df" in given:
         columns = ["SOURCE", "FSTYPE", "SIZE", "USED", "AVAIL", "USE%", "TARGET"]
-    rows = _all(root)
+    st = host_state.load(root)
+    disks = disk._rows(st, root, None)
+    rows = _all(disks)
     target = given.get("-T") or given.get("--target")
     if target is not None:
         if not os.path.exists(target):
             sys.stderr.write(f"findmnt: {target}: No such file or directory\n")
             return 1
-        [row] = disk._rows(host_state.load(root), root, target)
+        [row] = disk._rows(st, root, target)
         rows = [r for r in rows if r[1] == row.target]
     elif args:
         rows = [r for r in rows if args[0] in (r[0], r[1])]
@@ -136,7 +133,7 @@ def findmnt_main(argv: list[str], root) -> int:
     rows = [r for r in rows if not types or r[2] in types]
     if not rows:
         return 1
-    sizes = {r.target: r for r in disk._rows(host_state.load(root), root, None)}
+    sizes = {r.target: r for r in disks}
 
     def cell(row, column: str) -> str:
         if column in _COLUMNS:
