@@ -457,6 +457,28 @@ def test_a_read_that_does_not_end_is_stopped_at_its_time_bound(target):
 
 
 @pytest.mark.parametrize("target", ALL, indirect=True)
+def test_the_bounds_word_is_a_line_of_its_own_after_output_cut_mid_line(target):
+    # the caller finds the launcher's word by the start of a line: a command stopped mid-line hid it
+    r = target.sandboxed().run("printf 'half a line' >&2; sleep 30", timeout=2)
+    assert r.exit_code == 124 and r.stderr.startswith("half a line\n" + SANDBOX_STATUS + "stopped after 2 s"), r
+    assert r.hint and "Rerun it bounded" in r.hint, r
+
+
+@pytest.mark.parametrize("target", ALL, indirect=True)
+def test_a_read_is_a_session_and_a_scheduling_group_of_its_own(target):
+    # field 6 of /proc/PID/stat is the session; /proc/PID/autogroup the kernel's group of a session for its
+    # scheduler, where it has one: thousands of processes of a read then share one process's CPU. The parent
+    # is the launcher's supervisor (or its relay), in the session the transport gave it.
+    command = ('read -r -a f < /proc/$$/stat; read -r -a g < /proc/$PPID/stat; echo "$$ ${f[5]} ${g[5]}"; '
+               'cat /proc/$$/autogroup 2>/dev/null || echo none; cat /proc/$PPID/autogroup 2>/dev/null || echo none')
+    lines = target.sandboxed().run(command, timeout=20).stdout.splitlines()
+    pid, session, parents_session = lines[0].split()
+    assert pid == session != parents_session, lines
+    if lines[1] != "none":
+        assert lines[1].split()[0] != lines[2].split()[0], lines
+
+
+@pytest.mark.parametrize("target", ALL, indirect=True)
 def test_endless_output_is_stopped_at_the_output_bound(target, monkeypatch):
     bound = 256 << 10
     monkeypatch.setattr("tools.sandbox.host.MAX_OUTPUT", bound)

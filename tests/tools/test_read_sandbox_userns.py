@@ -6,6 +6,8 @@ must not do. Each refusal is checked beside the same command run without the san
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -69,3 +71,31 @@ def test_root_of_a_user_namespace_reads_and_is_refused_what_a_read_must_not_do(t
         assert out[f"{mechanism}:signal"][0] != 0, out
     # without the sandbox, the same commands do what the sandbox refused (the write last: it changes the file)
     assert out["outside:signal"][0] == 0 and out["outside:write"] == [0, "changed"], out
+
+
+# Processes until fork fails, or 2,200: more than the bound, fewer than would hurt this machine.
+FORKS = ("import os, time\nn = 0\nwhile n < 2200:\n    try:\n        pid = os.fork()\n    except OSError:\n"
+         "        break\n    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n    n += 1\nprint(n)")
+READER_PROCESSES = 2048  # tools/sandbox/launcher.py's bound on a read's processes
+
+
+@pytest.mark.skipif(not _user_namespaces_allowed() or os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs user namespaces, and root to become another user (setpriv)")
+@pytest.mark.parametrize("mechanism", ["namespaces", "landlock"])
+def test_a_read_that_keeps_its_users_uid_has_its_processes_bounded(mechanism):
+    """A user that is not root, in a user namespace that maps only its uid (a rootless container): the read
+    keeps that uid, whose process count covers every process of the user on the machine, so no bound could
+    be set on it (a fork bomb spent the host's pids). In a user namespace of its own the kernel (5.14+)
+    counts the read's processes alone. The kernel bounds no process of uid 0, hence another user here."""
+    from tools.hosts import HostSpec, LocalHost
+    from tools.sandbox import SandboxInfo, SandboxedHost
+
+    host = LocalHost(HostSpec(name="l", transport="local"))
+    info = SandboxInfo(mechanism=mechanism, python="/usr/bin/python3" if os.path.exists("/usr/bin/python3")
+                       else sys.executable)
+    line = SandboxedHost(host, info).launcher_line("python3 -c " + shlex.quote(FORKS), 60)
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "unshare", "-rm",
+                        "bash", "-c", line], capture_output=True, text=True, timeout=120, cwd="/",
+                       env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert READER_PROCESSES - 10 <= int(r.stdout.split()[-1]) < READER_PROCESSES, (r.stdout, r.stderr[-2000:])

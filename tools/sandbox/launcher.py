@@ -59,7 +59,7 @@ CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUSER = 0x20000, 0x40000000, 0x
 PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_SET_SECCOMP, PR_CAPBSET_DROP = 1, 8, 22, 24
 PR_SET_SECUREBITS, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 28, 36, 38, 47
 PR_CAP_AMBIENT_RAISE, PR_CAP_AMBIENT_CLEAR_ALL = 2, 4
-CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN = 2, 21
+CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN, CAP_SETFCAP = 2, 21, 31
 # SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | ..._LOCKED | SECBIT_KEEP_CAPS_LOCKED
 SECUREBITS = 0x1 | 0x2 | 0x4 | 0x8 | 0x20
 
@@ -95,10 +95,14 @@ OUT = None
 FRAME = struct.Struct("!cII")  # kind, request id, length of the data that follows
 FRAME_DATA = 4096 - FRAME.size  # a frame is written whole: a pipe writes up to PIPE_BUF (4096) bytes at once
 CANCELLED = []  # set by SIGUSR1 in a server's request: the server was told to stop it
+STDERR_MID_LINE = False  # the command's stderr so far ends without a newline (each read is a process of its own)
 
 
 def emit(stream, data):
     """The command's output (stream 1 or 2), or the launcher's own lines, to whoever started the launcher."""
+    global STDERR_MID_LINE
+    if stream == 2 and data:
+        STDERR_MID_LINE = not data.endswith(b"\n")
     if OUT is None:
         os.write(stream, data)
         return
@@ -114,7 +118,8 @@ def status(message, fd=None):
     line = (STATUS + message + "\n").encode()
     try:
         if fd is None:
-            emit(2, line)
+            # on a line of its own, though the command's stderr was cut mid-line: it is read by its start
+            emit(2, b"\n" + line if STDERR_MID_LINE else line)
         else:
             os.write(fd, line)
     except OSError:
@@ -503,6 +508,7 @@ def landlock_identity(scratch):
         drop_to_reader()
         return True
     except (SetupError, OSError):
+        bound_alone()
         drop_every_capability()
         return False
 
@@ -610,13 +616,21 @@ def private_network():
     name ports, not addresses). False where the host refuses unprivileged user namespaces: the port rules
     alone stand then. Not for root become the reader: in a user namespace it would lose the right to read
     every file, which is what its reads need."""
+    if not enter_user_namespace(CLONE_NEWNET):
+        return False
+    bring_loopback_up()
+    return True
+
+
+def enter_user_namespace(more_flags):
+    """A user namespace of its own (with `more_flags`' other namespaces) that maps this process's uid and gid
+    to themselves. False where the host refuses it."""
     uid, gid = os.geteuid(), os.getegid()
-    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0:
+    if libc.unshare(CLONE_NEWUSER | more_flags) < 0:
         return False
     for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)), ("gid_map", "%d %d 1" % (gid, gid))):
         with open("/proc/self/" + name, "w") as f:
             f.write(text)
-    bring_loopback_up()
     return True
 
 
@@ -706,8 +720,47 @@ def bound_the_command():
 
 def bound_the_reader():
     """The reader uid's processes at once: its count covers every read of the session (a user's own uid
-    counts that user's other processes too, so it gets no such bound)."""
+    counts that user's other processes too: see bound_alone)."""
     resource.setrlimit(resource.RLIMIT_NPROC, (READER_PROCESSES, READER_PROCESSES))
+
+
+def maps_one_uid():
+    """Whether this process's user namespace maps a single uid (a rootless container, `unshare -r`, the
+    Landlock mode's private network): every other uid already reads as nobody here."""
+    try:
+        with open("/proc/self/uid_map") as f:
+            lines = f.read().split()
+    except OSError:
+        return False
+    return len(lines) == 3 and lines[2] == "1"
+
+
+def kernel_version():
+    """(major, minor) of the running kernel; (0, 0) where its release does not start so."""
+    parts = os.uname().release.split(".")
+    try:
+        return int(parts[0]), int(parts[1].split("-")[0])
+    except (IndexError, ValueError):
+        return 0, 0
+
+
+def bound_alone():
+    """A bound on the processes of a read that keeps its user's own uid, which counts that user's other
+    processes too (a fork bomb would spend the host's pids, and the user's). Since Linux 5.14 the kernel
+    counts RLIMIT_NPROC per user namespace: in one of its own, mapping the same single uid (so that the read
+    sees nothing differently), the bound covers this read's processes alone. Skipped where the namespace
+    maps more (a view with every other uid as nobody would mislead ps and ls) or the kernel counts per uid.
+    Root must call it while it still has CAP_SETFCAP, without which the kernel lets no namespace map uid 0.
+    The creator of a user namespace holds every capability in it: they are dropped again."""
+    if kernel_version() < (5, 14) or not maps_one_uid():
+        return False
+    if os.geteuid() == 0 and not has_cap(CAP_SETFCAP):
+        return False
+    if not enter_user_namespace(0):
+        return False
+    resource.setrlimit(resource.RLIMIT_NPROC, (READER_PROCESSES, READER_PROCESSES))
+    drop_every_capability()
+    return True
 
 
 def set_scratch(path):
@@ -722,7 +775,10 @@ def child_start(policy, mechanism, argv, prepared, scratch, out_w, err_w, channe
     `prepared`: a server made the shared namespace already (namespace mode)."""
     try:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        os.setpgid(0, 0)
+        # A session of its own, hence a process group the supervisor kills whole and, where the kernel groups
+        # sessions for its scheduler (autogroup), one share of the CPU for all the read's processes: a read
+        # that spins thousands of them slows itself, not the host's own work (the supervisor among it).
+        os.setsid()
         ports = policy.get("ports") or []
         families = [AF_NETLINK]
         bound_the_command()
@@ -741,6 +797,7 @@ def child_start(policy, mechanism, argv, prepared, scratch, out_w, err_w, channe
                 # the reader uid does not exist there. It keeps its uid and loses every capability, as in the
                 # Landlock mode; the mounts stay read-only all the same, and seccomp keeps it from its own
                 # uid's other processes.
+                bound_alone()
                 drop_every_capability()
                 reader = False
             if reader:
@@ -766,6 +823,8 @@ def child_start(policy, mechanism, argv, prepared, scratch, out_w, err_w, channe
                 start_relay(policy.get("listening", ports), channel, out_w, err_w)
             elif ports and abi >= 4:  # Landlock's port rules alone: those ports on any address
                 families += [AF_INET, AF_INET6]
+            if not reader and not root:  # root's, in landlock_identity
+                bound_alone()
             # CUDA's driver names its threads in /proc (/proc/self/task/TID/comm) as it starts, and fails with
             # error 304 when it cannot. The reader may write /proc as in the namespace mode: the kernel's owner
             # checks leave it nothing of another process, nor /proc/sys. A user's own uid would reach that
@@ -884,10 +943,8 @@ def run(policy, argv, prepared=False):
         import threading
         channel.close()
         threading.Thread(target=serve_outside, args=(outside,), daemon=True).start()
-    try:
-        os.setpgid(pid, pid)
-    except OSError:
-        pass
+    # No setpgid here: the child's setsid fails for a group leader. A kill before the child's setsid finds it
+    # among the supervisor's children (kill_leftovers).
     streams = {out_r: 1, err_r: 2}
     written, deadline, stopped, code, grace = 0, time.monotonic() + timeout, None, None, None
     while streams:
