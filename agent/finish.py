@@ -93,7 +93,7 @@ def plan_verdict(planned: list[tuple[str, str]]) -> Verdict:
     said = ", ".join(f"{n} would {w.removeprefix('would ')}" for w, n in counts.items() if n)
     refused = [subject for w, subject in planned if w == "would be refused"]
     if not planned:
-        return Verdict(ExitCode.OK, "dry run", "dry run: the model proposed no change; nothing was changed")
+        return Verdict(ExitCode.OK, "dry run", "dry run: no change was proposed; nothing was changed")
     if refused:
         return Verdict(ExitCode.REFUSED, "dry run", f"dry run: of {len(planned)} changes, {said}; a real run would be "
                        f"refused at `{_short(refused[0])}` (the reasons are in the transcript and above); nothing "

@@ -264,7 +264,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "every other risky step is refused.",
                        epilog=SIM_FIELDS_HELP + EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("goal", help="goal file (YAML); see goals/ for examples")
-    p.add_argument("--plan", action="store_true", help="dry run: read-only steps run, the rest is reported as 'would run'")
+    p.add_argument("--plan", action="store_true",
+                   help="dry run: reads run, every change is reported as 'would run' or why it would be refused, and "
+                        "no benchmark runs; with no model configured (no --model, model:, OPENAI_BASE_URL or "
+                        "UPGRADE_AGENT_MODEL), the calls are the ones the authorizations spell out")
     p.add_argument("--json", action="store_true", help="print one JSON event per line instead of progress")
     p.add_argument("--transcript", help="where to write the transcript (default: a new file in the data dir)")
     p.add_argument("--trust-host-key", action="append", default=[], metavar="FINGERPRINT",

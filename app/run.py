@@ -34,8 +34,15 @@ def run_goal(args) -> int:
         except GoalError as e:
             raise SessionConfigError(str(e)) from None
         trust_flagged_keys(goal, args.trust_host_key)
-        model = make_model(args.model or goal.model, args.base_url or goal.base_url, args.model_timeout)
-        down = model_server_problem(args.base_url or goal.base_url or os.environ.get("OPENAI_BASE_URL"))
+        without_model = args.plan and no_model_configured(args, goal)
+        if without_model:
+            from agent.plan_model import AuthorizationsModel  # lazy: only a model-less plan
+
+            model = AuthorizationsModel(goal)
+        else:
+            model = make_model(args.model or goal.model, args.base_url or goal.base_url, args.model_timeout)
+        down = None if without_model else model_server_problem(args.base_url or goal.base_url
+                                                               or os.environ.get("OPENAI_BASE_URL"))
         if down:  # said at once, before a sim is built or a host reached: nothing started, nothing to record
             print(f"agent: {down}: check --base-url / OPENAI_BASE_URL and that the server is running",
                   file=sys.stderr)
@@ -43,17 +50,23 @@ def run_goal(args) -> int:
         path = Path(args.transcript) if args.transcript else new_transcript_path("run")
         view = JsonLines() if args.json else make_view(verbosity=getattr(args, "verbosity", None))
         built = build_session(hosts=goal.hosts, model=model, mode="scripted", authorizations=goal.authorizations,
-                              baselines=goal.baselines(), plan=args.plan, budget=goal_budget(goal), transcript=path, listeners=[view],
+                              baselines=[] if without_model else goal.baselines(), plan=args.plan, budget=goal_budget(goal), transcript=path, listeners=[view],
                               start_info={"goal": goal.goal, "goal_file": str(Path(args.goal).absolute()),
                                           "command": "run"})
     with busy(view):
         code, unreached = execute_goal(goal, built.session)
-    print_ending(path, unreached, args.json, server=getattr(model, "base_url", None))
+    print_ending(path, unreached, args.json, server=getattr(model, "base_url", None), asked_a_model=not without_model)
     return code
 
 
+def no_model_configured(args, goal: Goal) -> bool:
+    """No model named anywhere a run reads one from: a plan then comes from the goal's authorizations."""
+    return not (args.model or goal.model or args.base_url or goal.base_url
+                or os.environ.get("OPENAI_BASE_URL") or os.environ.get("UPGRADE_AGENT_MODEL"))
+
+
 def print_ending(path: Path, unreached: list[Unreached], json_out: bool, resumes: Path | None = None,
-                 server: str | None = None) -> None:
+                 server: str | None = None, asked_a_model: bool = True) -> None:
     """After a run (or a resumed one): the report file, the hosts not reached, the claims check, the tokens and
     their cost, and where the transcript and report lie."""
     report, report_file = write_end_report(path)  # read once, for the report file and the claims check alike
@@ -64,7 +77,7 @@ def print_ending(path: Path, unreached: list[Unreached], json_out: bool, resumes
         # that never started has none to compare).
         for line in check_report(report).lines() if not unreached else []:
             print(line, file=sys.stderr)
-        for line in session_usage_lines(iter_events(path), server):
+        for line in session_usage_lines(iter_events(path), server) if asked_a_model else []:
             print(line, file=sys.stderr)
         also = f" (resumes {resumes})" if resumes else ""
         print(f"transcript: {path}{also}\nreport:     {report_file}", file=sys.stderr)

@@ -8,7 +8,7 @@ Every tool call passes `SafetyPolicy.decide` before it runs. The order of the ru
    ... except a benchmark that would keep a baseline ("before", or a label the goal's throughput checks
    compare with) on a host a change has already run on in this session: refused, as a baseline
    measured after the change would compare the change with itself;
-4. in a dry run (`--plan`) every other step is skipped and reported as "would run";
+4. in a dry run (`--plan`) every other step, and every benchmark, is skipped and reported as "would run";
 5. a mutating or destructive step needs the verified backup of this session that undoes it
    (coverage.py `required_backup`): a pip change a pip-freeze backup of that environment, a toolkit or
    cuda link change a backup with a system reading; a step no backup undoes (a removed toolkit, the
@@ -320,6 +320,12 @@ class SafetyPolicy:
         late = self._refuse_late_baseline(tool, action, risk)
         if late is not None:
             return late
+        if self.plan and action.workload is not None:
+            # A benchmark reads, but takes minutes and the GPUs: a dry run runs none. Its label counts as measured
+            # for the plan, as a backup the plan would take counts for the steps after it.
+            if action.host and action.label:
+                self.measured.measured(action.host, action.label)
+            return verdict(Verdict.SKIP, risk, "plan", "would run: a benchmark (a dry run runs none)")
         if risk.cls is RiskClass.READ_ONLY:
             return verdict(Verdict.ALLOW, risk, "read-only", risk.reason)
         if self.plan:

@@ -120,3 +120,93 @@ def test_a_refusal_for_want_of_a_rule_names_the_rule_that_would_cover_the_call_a
                             created_at=0.0, remote_dir="/var/tmp/b", local_dir=None, files={}, verified=True,
                             package_count=1))
     assert gate.decide(tool.name, action).verdict is Verdict.ALLOW
+
+
+def test_a_dry_run_runs_no_benchmark_and_counts_its_baseline_as_planned():
+    from tools.run_bench import RunBench
+
+    gate = SafetyPolicy(scope={"sim"}, mode="scripted", plan=True, baselines=["before"], authorizations=[
+        Authorization(host="sim", tool="pip_install", args={"packages": ["torch==2.10.0+cu130"], "index_url": CU130})])
+    decide(gate, PipFreezeBackup())
+    early = decide(gate, PipInstall(), packages=["torch==2.10.0+cu130"], index_url=CU130)
+    assert early.reason.startswith("would be refused:") and "measure it first" in early.reason, early.reason
+    bench = decide(gate, RunBench(), command="python -m sglang.bench_serving --backend sglang --num-prompts 10",
+                   parser="sglang_bench_serving", label="before")
+    assert bench.verdict is Verdict.SKIP and bench.reason == "would run: a benchmark (a dry run runs none)"
+    after = decide(gate, PipInstall(), packages=["torch==2.10.0+cu130"], index_url=CU130)
+    assert after.reason.startswith("would run: authorized by authorizations[0]"), after.reason
+    # outside a dry run the same benchmark runs
+    live = SafetyPolicy(scope={"sim"}, mode="scripted")
+    assert decide(live, RunBench(), command="python -m sglang.bench_serving --backend sglang --num-prompts 10",
+                  parser="sglang_bench_serving", label="before").verdict is Verdict.ALLOW
+
+
+MODEL_LESS_GOAL = """\
+goal: Install CUDA 13.0 beside 12.8, and torch cu130 on gpu-a.
+hosts:
+  - {name: gpu-a, transport: sim}
+  - {name: gpu-b, transport: sim}
+authorizations:
+  - host: "*"
+    tool: install_runfile
+    args: {version: "13.0", toolkit_only: true, move_symlink: false, override: false,
+           runfile: "file:///srv/nvidia/compute/cuda/13.0.1/local_installers/cuda_13.0.1_580.82.07_linux.run"}
+  - host: gpu-a
+    tool: pip_install
+    args: {index_url: "file:///srv/pypi/simple-cu130", packages: ["torch==2.10.0+cu130"], no_deps: true}
+  - host: gpu-b
+    tool: pip_install
+    args: {index_url: "file:///srv/pypi/simple-cu130", packages: ["sgl-kernel==*+cu130"]}
+  - {host: gpu-a, command: "systemctl restart sglang"}
+  - {host: gpu-b, command: "systemctl stop sglang"}
+success:
+  - throughput: {label: after, compare_to: before, min_ratio: 1.0}
+"""
+
+
+def test_a_plan_with_no_model_configured_makes_the_calls_the_authorizations_spell_out(tmp_path):
+    """`agent run --plan` with no model anywhere (no flag, no model:, no OPENAI_BASE_URL): no server is asked
+    (the run is in a network namespace of its own, and none is set), the hosts are inspected, each rule that
+    names one call is made on its hosts after a backup, and what only a model can choose is listed."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pytest
+
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1) to keep the run off every network")
+    root = Path(__file__).resolve().parents[2]
+    goal = tmp_path / "goal.yaml"
+    goal.write_text(MODEL_LESS_GOAL)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_", "UPGRADE_AGENT_"))}
+    env.update(PYTHONPATH=str(root), HOME=str(tmp_path))
+    r = subprocess.run(["unshare", "-rn", sys.executable, "-m", "app.cli", "run", str(goal), "--plan",
+                        "--transcript", str(tmp_path / "t.jsonl")], capture_output=True, text=True, env=env,
+                       cwd=root, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    events = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    calls = [(e["tool"], e["arguments"].get("host")) for e in events if e["type"] == "tool_call"]
+    assert calls[:2] == [("inspect_host", "gpu-a"), ("inspect_host", "gpu-b")], calls
+    assert calls[2:4] == [("pip_freeze_backup", "gpu-a"), ("pip_freeze_backup", "gpu-b")], calls
+    assert sorted(calls[4:]) == [("pip_install", "gpu-a"), ("ssh_exec", "gpu-a"), ("ssh_exec", "gpu-b")], calls
+    reasons = {e["subject"]: e["reason"] for e in events if e["type"] == "decision" and e["rule"] == "plan"}
+    assert any(s.startswith("pip_install") and v.startswith("would run: authorized by authorizations[1]")
+               for s, v in reasons.items()), reasons
+    assert reasons["systemctl restart sglang"].startswith("would run: authorized by authorizations[3]"), reasons
+    assert reasons["systemctl stop sglang"].startswith("would run: authorized by authorizations[4]"), reasons
+    inspected = [e for e in events if e["type"] == "tool_result" and e["tool"] == "inspect_host"]
+    assert len(inspected) == 2 and all(e["ok"] for e in inspected)
+    assert not any(e["type"] == "tool_result" and e["tool"] == "run_bench" for e in events)
+    end = next(e for e in events if e["type"] == "goal_result")
+    assert end["verdict"] == "dry run" and end["exit_code"] == 0, end
+    assert "of 5 changes, 5 would run" in end["reason"], end
+    # what a model would have to choose, named
+    assert "authorizations[0] (install_runfile on any host): it leaves checksum to the caller" in out, out
+    assert "authorizations[2] (pip_install on gpu-b): its arguments hold a pattern" in out, out
+    assert "the throughput check's benchmark: a model chooses its command" in out, out
+    assert "tokens:" not in out and "cost:" not in out, out
