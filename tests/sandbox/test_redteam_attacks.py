@@ -1,4 +1,5 @@
-"""The blind red teams' attack lines (tests/data/sandbox/redteam-2026-12-03/, 505 lines, and -2026-12-05/, 508)
+"""The blind red teams' attack lines (tests/data/sandbox/redteam-2026-12-03/, 505 lines, -2026-12-05/, 508, and
+-2026-12-06/, 100: process lifetime, scheduling and the bounds)
 run in the read sandbox on a sim, under both mechanisms, and change nothing there.
 
 Each line runs under a launcher of its own (the sandbox server is off here: the harness wraps each line in
@@ -64,7 +65,7 @@ from tools.sandbox import SandboxedHost, loopback_ports, probe_host
 from tools.sim import build_sim
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sandbox"
-CORPORA = {"2026-12-03": 505, "2026-12-05": 508}  # each corpus and its number of lines
+CORPORA = {"2026-12-03": 505, "2026-12-05": 508, "2026-12-06": 100}  # each corpus and its number of lines
 MECHANISMS = ("namespaces", "landlock")
 # Lines that would take this machine's memory (a sim shares it): not run here.
 EXHAUSTING = re.compile(r"1<<3\d|1<<[4-9]\d|bytearray\(os\.urandom|memfd_create|mlockall|shmget|MAP_ANONYMOUS|"
@@ -511,8 +512,11 @@ def not_findings(done: MechanismRun) -> list[LineRun]:
 def test_only_lines_naming_the_loopback_port_reach_the_listener(mechanism_run):
     reached = [f"{run.command}\n    -> {c}" for run in not_findings(mechanism_run) for c in forbidden_connections(run)]
     assert not reached, f"{mechanism_run.mechanism}: lines reached what they may not:\n" + "\n".join(reached)
-    named = [run for run in mechanism_run.runs if LISTENER_PORT in run.ports and run.connections]
-    assert named, "no line that names the listener reached it: the relay (or the listener) does not work"
+    # A corpus whose lines reach the port only by a socket's address, never by a URL the relay is opened for
+    # (2026-12-06), names none: its connections fail, as they should.
+    naming = [run for run in mechanism_run.runs if LISTENER_PORT in run.ports]
+    named = [run for run in naming if run.connections]
+    assert named or not naming, "no line that names the listener reached it: the relay (or the listener) does not work"
 
 
 @slow
@@ -523,7 +527,7 @@ def test_no_redteam_line_changes_another_process_or_the_network(mechanism_run):
 
 @slow
 def test_no_redteam_line_reads_the_kernels_message_queue(mechanism_run):
-    assert sum("kmsg" in run.command for run in mechanism_run.runs) >= 1
+    assert sum("kmsg" in run.command for run in mechanism_run.runs) >= 1 or mechanism_run.corpus == "2026-12-06"
     opened = [run.command for run in not_findings(mechanism_run) if opened_kmsg(run)]
     assert not opened, f"{mechanism_run.mechanism}: lines opened /proc/kmsg:\n" + "\n".join(opened)
 
@@ -561,7 +565,7 @@ def test_every_redteam_line_runs_in_the_sandbox_and_ends_within_its_bound(mechan
               for run in runs if run.result.timed_out and not (run.result.exit_code == 124 and run.result.hint)]
     assert not unsaid, f"{mechanism_run.mechanism}: timed out without saying so:\n" + "\n".join(unsaid)
     # The sandbox ran them, not refused them all: a good share are reads that work there.
-    assert sum(run.result.exit_code == 0 for run in runs) > 50
+    assert sum(run.result.exit_code == 0 for run in runs) > len(runs) // 10
 
 
 def test_every_finding_names_a_line_of_the_corpus_and_a_mechanism():

@@ -14,6 +14,7 @@ they change nothing: the hostname is set to itself, devices are only opened read
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shlex
 import shutil
@@ -476,6 +477,15 @@ def test_a_read_is_a_session_and_a_scheduling_group_of_its_own(target):
     assert pid == session != parents_session, lines
     if lines[1] != "none":
         assert lines[1].split()[0] != lines[2].split()[0], lines
+    # The supervisor, which ends the read at its bound, outranks it where it may (root): a real-time task
+    # that mostly sleeps; the read is an ordinary one.
+    classes = target.sandboxed().run("ps -o cls= -p $$; ps -o cls= -p $PPID", timeout=20).stdout.split()
+    assert classes == ["TS", "RR" if os.geteuid() == 0 else "TS"], classes
+    # and it stays one: a new session would leave its kill and take a scheduling share of its own
+    leave = "python3 -c 'import os; os.setsid(); print(\"left\")'; true"  # `; true`: bash forks it, not execs
+    r = target.sandboxed().run(leave, timeout=20)
+    assert "left" not in r.stdout and "Operation not permitted" in r.stderr, r
+    assert target.host.run(leave, timeout=20).stdout == "left\n"
 
 
 @pytest.mark.parametrize("target", ALL, indirect=True)
