@@ -10,4 +10,15 @@ from .version import __version__
 from . import cuda, backends, utils
 from ._tensor import Tensor, device, ones, tensor, zeros
 
-__all__ = ["__version__", "version", "cuda", "backends", "utils", "Tensor", "device", "zeros", "ones", "tensor"]
+__all__ = ["__version__", "version", "cuda", "backends", "utils", "Tensor", "device", "zeros", "ones", "tensor",
+           "get_num_threads"]
+
+
+def get_num_threads():
+    """Threads of intra-op parallelism: one per core this process may run on, as torch defaults to."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
