@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from agent.goal import Goal, SuccessCheck
+from agent.goal import CHECK_KINDS, Goal, OutputsCheck, SuccessCheck
 from agent.loop import Session
 from agent.safety.classifier import classify
 from tools.base import RiskClass, ToolContext, ToolError
@@ -156,7 +156,7 @@ def _record(session: Session, states: list[_FinalState], checks: list[tuple[int,
     all_ok = True
     for i, future in checks:
         check, result = goal.success[i], future.result()
-        kind = next(k for k in ("toolkit", "throughput", "command") if getattr(check, k) is not None)
+        kind = next(k for k in CHECK_KINDS if getattr(check, k) is not None)
         all_ok &= result.ok
         if not result.ok and failures is not None:
             failures.append(f"{kind} check {i + 1}: {result.detail}")
@@ -192,6 +192,8 @@ def _run_one(check: SuccessCheck, goal: Goal, session: Session, cancel: threadin
         return CheckResult(ok, f"{c.label} median {after['median']:.2f} vs {c.compare_to} median "
                                f"{before['median']:.2f} {after.get('unit') or ''}: ratio {ratio:.3f} "
                                f"({'>=' if ok else '<'} {c.min_ratio}); runs {after['values']} vs {before['values']}")
+    if check.outputs is not None:
+        return _outputs_check(check.outputs, session.store.get("check_outputs", {}))
     c = check.command
     risk = classify(c.run)
     if risk.cls is not RiskClass.READ_ONLY:
@@ -206,6 +208,28 @@ def _run_one(check: SuccessCheck, goal: Goal, session: Session, cancel: threadin
             f", output {'contains' if c.expect_output in r.stdout else 'lacks'} {c.expect_output!r}"
             if c.expect_output is not None else ""))
     return CheckResult(ok, "; ".join(details))
+
+
+def _outputs_check(c: OutputsCheck, results: dict) -> CheckResult:
+    """What the served model answered under c.label against c.compare_to, as check_outputs recorded both."""
+    after, before = results.get(c.label), results.get(c.compare_to)
+    if after is None or before is None:
+        missing = [lbl for lbl, r in ((c.label, after), (c.compare_to, before)) if r is None]
+        return CheckResult(False, f"no check_outputs result under label {', '.join(repr(m) for m in missing)} "
+                                  f"(labels measured: {', '.join(sorted(results)) or 'none'})")
+    differing = [i for i, (a, b) in enumerate(zip(after["outputs"], before["outputs"])) if a != b]
+    same = after["digest"] == before["digest"]
+    drop = round(before["accuracy"] - after["accuracy"], 4)
+    said = (f"{c.label}: {after['correct']}/{after['questions']} right, {c.compare_to}: {before['correct']}/"
+            f"{before['questions']}; " + ("the same outputs" if same else
+                                          f"{len(differing)} of {len(after['outputs'])} outputs differ "
+                                          f"(prompts {', '.join(map(str, differing))})"))
+    if c.same and not same:
+        return CheckResult(False, said + "; the check asks for the same outputs")
+    if drop > c.max_accuracy_drop:
+        return CheckResult(False, said + f"; the score dropped by {drop:.2%}, more than the {c.max_accuracy_drop:.2%} "
+                                         "allowed")
+    return CheckResult(True, said)
 
 
 def _last(text: str) -> str:

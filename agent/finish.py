@@ -138,7 +138,7 @@ def judge(outcome: Outcome, session: Session, checks_ok: bool | None, failures: 
                         f"[{blocked[0].rule}]: {_short(blocked[0].reason, 200)}")
     if checks_ok is True:
         also = f" ({failed} step{'s' * (failed != 1)} failed on the way)" if failed else ""
-        return Verdict(ExitCode.OK, "met", f"the success checks passed{also}")
+        return Verdict(ExitCode.OK, "met", f"the success checks passed{also}{worse_answers(session)}")
     if checks_ok is False:
         named = _checks_named(failures or [])
         if blocked:
@@ -160,7 +160,22 @@ def judge(outcome: Outcome, session: Session, checks_ok: bool | None, failures: 
                f"none of the model's {session.calls_made} call(s) could run")
         return Verdict(ExitCode.FAILED, "not met", f"nothing ran: {why}, and the goal file has no success checks")
     return Verdict(ExitCode.OK, "unverified", f"{session.tool_calls} step{'s' * (session.tool_calls != 1)} ran and "
-                   "none failed, but the goal file has no success checks: nothing proved the goal")
+                   f"none failed, but the goal file has no success checks: nothing proved the goal{worse_answers(session)}")
+
+
+def worse_answers(session: Session) -> str:
+    """What check_outputs measured, where it found the served model answering worse than before: said beside a
+    goal met by checks that did not ask about answers (a faster server that answers worse is no upgrade to
+    keep, and the operator reads the verdict first)."""
+    worse = [r for r in (session.store.get("check_outputs") or {}).values()
+             if isinstance(r, dict) and (r.get("comparison") or {}).get("accuracy_change", 0) < 0]
+    if not worse:
+        return ""
+    r = worse[-1]
+    c = r["comparison"]
+    return (f"; but check_outputs found the served model answering worse on {r['host']}: {r['label']} "
+            f"{r['correct']}/{r['questions']} right against {c['compare_to']}'s {c['accuracy_before']:.0%} "
+            f"(no success check asks about answers: add an `outputs` check to fail such a run)")
 
 
 def refused_changes(session: Session) -> list:

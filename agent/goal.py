@@ -80,6 +80,7 @@ class SimMachine(BaseModel):
     # cannot reach); the sim's mirror under /srv/pypi is still there for tools that name it.
     pypi_reachable: bool = True
     bench_noise: float = Field(default=0.25, ge=0)  # run-to-run noise of its benchmarks, standard deviation in tok/s
+    numerics: Literal["stable", "drift"] = "stable"  # drift: the served model's answers change on the CUDA 13 build
     slurm: SimSlurm | None = None  # a node of a Slurm cluster (scontrol, squeue on its PATH)
     kubernetes: SimKubernetes | None = None  # a node of a Kubernetes cluster (kubectl on its PATH)
 
@@ -181,6 +182,16 @@ class ThroughputCheck(BaseModel):
     min_ratio: float = 1.0
 
 
+class OutputsCheck(BaseModel):
+    """What the served model answered (check_outputs) after, against before: `same: true` asks for the same
+    outputs prompt for prompt; otherwise the score on its questions may drop by `max_accuracy_drop` at most."""
+    model_config = ConfigDict(extra="forbid")
+    label: str = "after"
+    compare_to: str = "before"
+    same: bool = False
+    max_accuracy_drop: float = Field(default=0.0, ge=0.0, le=1.0)
+
+
 class CommandCheck(BaseModel):
     model_config = ConfigDict(extra="forbid")
     host: str | None = None
@@ -193,14 +204,18 @@ class SuccessCheck(BaseModel):
     model_config = ConfigDict(extra="forbid")
     toolkit: ToolkitCheck | None = None
     throughput: ThroughputCheck | None = None
+    outputs: OutputsCheck | None = None
     command: CommandCheck | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "SuccessCheck":
-        given = [k for k in ("toolkit", "throughput", "command") if getattr(self, k) is not None]
+        given = [k for k in CHECK_KINDS if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError("a success check has exactly one of: toolkit, throughput, command")
+            raise ValueError("a success check has exactly one of: " + ", ".join(CHECK_KINDS))
         return self
+
+
+CHECK_KINDS = ("toolkit", "throughput", "outputs", "command")
 
 
 GROUP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")  # Ansible's valid group names (no `-`, `.`, `:`)
@@ -222,9 +237,11 @@ class Goal(BaseModel):
     _groups: dict[str, list[str]] = PrivateAttr(default_factory=dict)  # each group's hosts, resolved once at load
 
     def baselines(self) -> list[str]:
-        """The labels the goal's throughput checks compare with ("before"): each host measures them before
-        its first change, and never after it (the gate's rule "no-baseline")."""
-        return sorted({c.throughput.compare_to for c in self.success if c.throughput is not None})
+        """The labels the goal's throughput checks compare with ("before"), and its outputs checks' (kept apart
+        as "outputs:before"): each host measures them before its first change, and never after it (the gate's
+        rule "no-baseline")."""
+        return sorted({c.throughput.compare_to for c in self.success if c.throughput is not None}
+                      | {"outputs:" + c.outputs.compare_to for c in self.success if c.outputs is not None})
 
     @field_validator("hosts", mode="before")
     @classmethod

@@ -34,6 +34,8 @@ def host_spec(entry: HostEntry, sim_dir: Path | None = None, sim: Any = None) ->
                 else:
                     machine = entry.sim or SimMachine()
                     sim = build_sim(root, **machine.build_options())
+                    if machine.numerics != "stable":
+                        sim.set_numerics(machine.numerics)
                     if machine.slurm is not None or machine.kubernetes is not None:
                         sim.join_scheduler(entry.name, slurm=machine.slurm and machine.slurm.model_dump(),
                                            kubernetes=machine.kubernetes and machine.kubernetes.model_dump())

@@ -115,8 +115,8 @@ def goal_budget(goal: Goal) -> Budget:
 
 
 PLAN_NOTE = ("\nThis is a dry run (--plan), to check this goal file before a real run: make every call a real run "
-             "would make, changes included, in the same order (the backup first). Read-only calls run. A change does "
-             "not run: its result says what a real run would do with it (\"would run: authorized by "
+             "would make, changes included, in the same order (the backup first). Read-only calls run, but a benchmark "
+             "does not (make the call: it counts as measured for the plan). A change does not run: its result says what a real run would do with it (\"would run: authorized by "
              "authorizations[i]\" or \"would be refused\" and why). A written plan without the calls checks nothing. A "
              "refusal in a dry run does not end the plan: go on with the calls a real run would make once that step "
              "were allowed, so that each of them is checked too.")

@@ -204,7 +204,8 @@ def _add_host_flags(p: argparse.ArgumentParser) -> None:
 # What a goal file's `sim:` may set (agent/goal.py SimMachine; the README's table says more).
 SIM_FIELDS_HELP = """a simulated host (transport: sim) takes these under sim:, each the seed machine's when left out:
   gpu_model, driver, gpus, toolkits ["12.8", "13.0", "13.1"], free_space_mb {/tmp: 500, ...}, gcc (null: none),
-  pypi_reachable, bench_noise, slurm {jobs, drained_by}, kubernetes {pods, cordoned_by}
+  pypi_reachable, bench_noise, numerics ("drift": its served model answers differently on the CUDA 13 build),
+  slurm {jobs, drained_by}, kubernetes {pods, cordoned_by}
 
 """
 

@@ -127,11 +127,11 @@ def rebuild(part: Part) -> Rebuilt:
     if not report.ok:
         raise SessionConfigError(f"cannot rebuild the session from {part.path}: {report.message.splitlines()[0]}")
     store = {key: dict(value) if isinstance(value, dict) else value for key, value in session.store.items()}
-    for ev in part.events:  # the benchmark labels this part measured (a replay does not run the tools)
+    for ev in part.events:  # the labels this part measured, benchmarks and outputs (a replay runs no tool)
         data = ev.get("data") if isinstance(ev.get("data"), dict) else None
-        if ev.get("type") == "tool_result" and ev.get("tool") == "run_bench" and ev.get("ok") and data \
-                and data.get("label"):
-            store.setdefault("run_bench", {})[data["label"]] = data
+        if ev.get("type") == "tool_result" and ev.get("tool") in ("run_bench", "check_outputs") and ev.get("ok") \
+                and data and data.get("label"):
+            store.setdefault(ev["tool"], {})[data["label"]] = data
     return Rebuilt(session, unknown, store)
 
 

@@ -15,6 +15,7 @@ TOOLS = {
     "restore_backup": "tools.restore_backup:RestoreBackup",
     "install_runfile": "tools.install_runfile:InstallRunfile",
     "run_bench": "tools.run_bench:RunBench",
+    "check_outputs": "tools.check_outputs:CheckOutputs",
     "drain_node": "tools.drain_node:DrainNode",
     "undrain_node": "tools.drain_node:UndrainNode",
 }

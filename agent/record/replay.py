@@ -288,6 +288,15 @@ def replay(path: Path, registry: Registry, verify_chain: bool = True) -> ReplayR
     return drive(start, events, registry)[0]
 
 
+def offered_then(registry: Registry, start: dict) -> Registry:
+    """The tools the recorded session offered, of this code's: a tool added since was unknown to it (a call
+    of that name was refused as unknown, naming the tools offered then), and is in a replay too."""
+    recorded = [t.get("function", {}).get("name") for t in start.get("tools") or [] if isinstance(t, dict)]
+    if not recorded or not all(registry.get(name) for name in recorded):
+        return registry  # an older record without its tools, or one naming a tool this code lacks: as it is
+    return Registry([tool for tool in registry if tool.name in recorded])
+
+
 def drive(start: dict, events: Iterator[dict], registry: Registry, result_for: ResultFor | None = None,
           cut_short: bool = False) -> tuple[ReplayReport, Session]:
     """Re-drive the session whose first event is `start` through the events that follow it: the report,
@@ -308,6 +317,7 @@ def drive(start: dict, events: Iterator[dict], registry: Registry, result_for: R
         elif ev["kind"] == "plan":
             policy.plan = bool(ev["plan"])
 
+    registry = offered_then(registry, start)
     cursor = _Cursor(events, operator_note)
     model = ReplayModel(cursor, start.get("model", "recorded"))
     policy = SafetyPolicy(

@@ -198,6 +198,16 @@ def _never_started(status: str, data: dict | None) -> bool:
 # Tools whose change is a node's place in its scheduler, not its software: a benchmark before and after a
 # drain measures the same stack (the system prompt drains a node before its first benchmark).
 SCHEDULER_TOOLS = ("drain_node", "undrain_node")
+# check_outputs keeps its labels apart from run_bench's: "before" of each is a baseline of its own.
+OUTPUTS_PREFIX = "outputs:"
+
+
+def baseline_key(tool: str, label: object) -> str | None:
+    """The key a tool's labelled result is kept under in the gate's baselines, or None for a tool that keeps
+    none: a benchmark's label, or check_outputs' label prefixed."""
+    if not isinstance(label, str) or not label:
+        return None
+    return label if tool == "run_bench" else OUTPUTS_PREFIX + label if tool == "check_outputs" else None
 
 
 @dataclass
@@ -236,8 +246,9 @@ class SafetyPolicy:
         that never started, skipped or cancelled before its tool ran, changed nothing either)."""
         if decision is None or not decision.allowed or not decision.host:
             return
-        if tool == "run_bench" and ok and isinstance(data, dict) and data.get("label"):
-            self.measured.measured(decision.host, str(data["label"]))
+        kept = baseline_key(tool, data.get("label") if isinstance(data, dict) else None)
+        if kept is not None and ok:
+            self.measured.measured(decision.host, kept)
         is_backup = decision.risk.rule == "backup" and decision.risk.cls is RiskClass.MUTATING
         if decision.risk.cls in (RiskClass.MUTATING, RiskClass.DESTRUCTIVE) and not is_backup \
                 and decision.risk.rule != UNGUARDED_READ \
@@ -250,21 +261,25 @@ class SafetyPolicy:
         from a record without them gives at least its benchmark results' labels, each with its host."""
         if facts:
             self.measured.restore(facts)
-        for result in ((store or {}).get("run_bench") or {}).values():
-            if isinstance(result, dict) and result.get("host") and result.get("label"):
-                self.measured.measured(result["host"], result["label"])
+        for tool in ("run_bench", "check_outputs"):
+            for result in ((store or {}).get(tool) or {}).values():
+                key = baseline_key(tool, result.get("label")) if isinstance(result, dict) else None
+                if key is not None and result.get("host"):
+                    self.measured.measured(result["host"], key)
 
     def _baseline_labels(self) -> list[str]:
-        """Labels no benchmark may keep after a change: "before" says it, and so do the goal's baselines."""
-        return sorted({"before", *self.baselines})
+        """Labels no benchmark (or check_outputs) may keep after a change: "before" says it, and so do the goal's
+        baselines."""
+        return sorted({"before", OUTPUTS_PREFIX + "before", *self.baselines})
 
     def _refuse_late_baseline(self, tool: str, action: Action, risk: Risk) -> Decision | None:
-        label = action.label
-        if tool != "run_bench" or label is None or label not in self._baseline_labels() or not action.host \
+        label, key = action.label, baseline_key(tool, action.label)
+        if key is None or key not in self._baseline_labels() or not action.host \
                 or not self.measured.is_changed(action.host):
             return None
+        what = "a benchmark measured" if tool == "run_bench" else "what the served model answers"
         return Decision(Verdict.DENY, risk, "baseline-after-change",
-                        f"{action.host} was already changed in this session, so a benchmark measured now is not "
+                        f"{action.host} was already changed in this session, so {what} now is not "
                         f"its state before the change: label {label!r} is kept for a baseline measured before the "
                         f"first change. Measure the changed host under another label (e.g. label='after', "
                         f"compare_to={label!r} if that baseline exists), and report that no baseline was measured "
@@ -278,10 +293,16 @@ class SafetyPolicy:
         missing = [label for label in self.baselines if not self.measured.has(host, label)]
         if not missing:
             return None
-        labels = " and ".join(repr(m) for m in missing)
-        return (f"the goal's throughput check compares with {labels}, and no run_bench result labelled so was "
-                f"measured on {host} in this session: measure it first (run_bench on {host} with label="
-                f"{missing[0]!r}) while the host is as it was; after the first change a baseline cannot be taken")
+        said = []
+        for tool_name, check, labels in (
+                ("run_bench", "throughput", [m for m in missing if not m.startswith(OUTPUTS_PREFIX)]),
+                ("check_outputs", "outputs", [m.removeprefix(OUTPUTS_PREFIX) for m in missing
+                                              if m.startswith(OUTPUTS_PREFIX)])):
+            if labels:
+                said.append(f"the goal's {check} check compares with {' and '.join(map(repr, labels))}, and no "
+                            f"{tool_name} result labelled so was measured on {host} in this session: measure it "
+                            f"first ({tool_name} on {host} with label={labels[0]!r})")
+        return "; ".join(said) + " while the host is as it was; after the first change a baseline cannot be taken"
 
     def _requirement(self, tool: str, action: Action, risk: Risk, backups: list[BackupRecord]) -> Requirement:
         return required_backup(tool, action, risk, backups, self.default_python.get(action.host or ""))

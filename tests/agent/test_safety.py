@@ -341,6 +341,7 @@ def test_every_tool_tells_the_gate_typed_facts_an_authorization_can_match():
         "run_bench": {"host": "h", "command": "python -m sglang.bench_serving", "parser": "sglang_bench_serving",
                       "label": "before", "env": {"CUDA_VISIBLE_DEVICES": "0"}},
         "web_search": {"query": "cuda 13 runfile"},
+        "check_outputs": {"host": "h", "endpoint": "http://127.0.0.1:30000", "label": "before"},
         "drain_node": {"host": "h", "scheduler": "slurm", "reason": "cuda 13.0 upgrade"},
         "undrain_node": {"host": "h", "scheduler": "kubernetes", "node": "h", "reason": "cuda13",
                          "drain_id": "0123abcd"},

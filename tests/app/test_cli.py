@@ -34,7 +34,7 @@ def test_tools_json_prints_strict_schemas_of_every_tool():
     schemas = json.loads(r.stdout)
     names = [s["function"]["name"] for s in schemas]
     assert names == ["inspect_host", "check_compat", "ssh_exec", "web_search", "pip_freeze_backup", "pip_install", "restore_backup",
-                     "install_runfile", "run_bench", "drain_node", "undrain_node"]
+                     "install_runfile", "run_bench", "check_outputs", "drain_node", "undrain_node"]
     for s in schemas:
         params = s["function"]["parameters"]
         assert s["function"]["strict"] and params["additionalProperties"] is False

@@ -102,3 +102,23 @@ def test_gpu_decode_lines_are_read_by_the_json_parser():
         record = json.loads(text(name))
         assert record["mode"] == mode and record["device"] == "NVIDIA H200"
         assert read_metric("json:decode_tok_s", "decode_tok_s", text(name)).value == record["decode_tok_s"]
+
+
+def test_check_outputs_on_a_real_gpu_told_a_numerics_change_from_a_harmless_one():
+    """tests/gpu/outputs_check.py on an NVIDIA H100 (tests/data/gpu/h100/outputs-check.json): the greedy outputs of
+    gpu_decode.py's model served on the GPU were the same across a restart and across the recorded pip change
+    (typing_extensions and filelock moved, then restored), and differed once the weights were served in float16;
+    the goal's outputs check (`same: true`) passed the first three and failed the last."""
+    record = json.loads((DATA.parent / "h100" / "outputs-check.json").read_text())
+    labels = record["labels"]
+    assert record["versions_changed"] != record["versions_before"] == record["versions_restored"]
+    before = labels["before"]
+    assert before["server"]["torch_cuda"] == "13.0" and before["prompts"] == 16
+    for label in ("again", "after-change", "restored"):
+        assert labels[label]["digest"] == before["digest"] and labels[label]["same_outputs"], label
+        assert labels[label]["outputs_check_same"]["ok"] is True, label
+    fp16 = labels["float16"]
+    assert fp16["server"]["dtype"] == "float16" and fp16["digest"] != before["digest"]
+    assert not fp16["same_outputs"] and len(fp16["differing"]) >= 4
+    assert fp16["outputs_check_same"]["ok"] is False
+    assert "the check asks for the same outputs" in fp16["outputs_check_same"]["detail"]

@@ -9,6 +9,7 @@ options, the same complaints for the same mistakes.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -63,7 +64,7 @@ def test_serving_benchmarks_say_their_time_is_simulated_and_where_their_server_r
     server, timing = notes(r.stdout)
     assert r.stdout.rstrip().endswith(timing)  # where the end of the output (all a model may see) shows it
     assert "SGLang server was brought up inside this benchmark process" in server
-    assert "no server process runs on this host" in server
+    assert "not the host's own server on port 30000 (another process)" in server
     # It says what it timed (its own process), so it cannot be read as the whole command's time.
     m = re.fullmatch(r"simulated host: durations, throughputs and latencies above are simulated time on "
                      r"8x NVIDIA RTX PRO 6000 Blackwell Workstation Edition; the benchmark's own process took "
@@ -124,6 +125,20 @@ def test_run_bench_says_what_a_workload_needs_and_what_a_sim_does_instead():
     assert "what the workload needs must be up before, or be started by the command itself" in text
     assert "On a simulated host the serving benchmarks bring their server up inside the benchmark process" in text
     assert "the run durations this tool reports there are real time" in text
+
+
+def test_the_sims_server_answers_on_its_port_as_sglangs_does(host):
+    """A command that names 127.0.0.1:30000 finds sglang's server there (the venv's own launch_server), as
+    on a serving box; ps shows it beside the command, and nothing of how the sim started it."""
+    r = run(host, "curl -s http://127.0.0.1:30000/v1/models; echo; curl -s -o /dev/null -w '%{http_code}\\n' "
+                  "http://127.0.0.1:30000/health; ps -eo pid=,args=")
+    models, health, *ps = r.stdout.splitlines()
+    assert json.loads(models)["data"][0]["id"] == "moonshotai/Kimi-K2.5" and health == "200", r.stdout
+    assert any("-m sglang.launch_server --model-path moonshotai/Kimi-K2.5" in line for line in ps), ps
+    assert not any("/dev/tcp/" in line or "exec bash" in line for line in ps), ps  # the sim's start-up shows nowhere
+    answer = run(host, "curl -s localhost:30000/v1/completions -d '{\"prompt\": \"Q: What is 7 * 8?\\nA:\", "
+                       "\"max_tokens\": 4}'").stdout
+    assert json.loads(answer)["choices"][0]["text"] == " 56", answer
 
 
 # --------------------------------------------------------------------------- df

@@ -15,7 +15,9 @@ that says why and what to do; it never falls back to running on this machine.
 from __future__ import annotations
 
 import functools
+import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -36,6 +38,17 @@ HOST_USR_SBIN = "/.host/usr/sbin"
 # Files of /proc that the sim owns, shown over this machine's.
 PROC_FILES = ("proc/version", "proc/sys/kernel/osrelease")
 STATE_DIR = ".sim"  # the sim's machine state; its programs find it at /.sim inside the sandbox
+# The sim's serving engine: sglang's server on its usual port, started for a command that names that port on a
+# loopback address, and for the read sandbox's server (inside the command's own network and PID namespaces, so
+# it lives as long as the command), as a real box runs one all the time. It is the venv's own `python -m
+# sglang.launch_server`: a broken stack keeps it from starting, as it would a real one, and it answers with the
+# stack installed at each request. Waited for (up to 10 s), then the command runs.
+SERVED_PORT = 30000
+SERVED = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\]|0\.0\.0\.0):%d(?!\d)" % SERVED_PORT)
+SERVING = ("( /opt/venv/bin/python -m sglang.launch_server --model-path {model} --host 127.0.0.1 --port %d "
+           ">/dev/null 2>&1 </dev/null & )\n"
+           "for _ in $(seq 200); do (: </dev/tcp/127.0.0.1/%d) 2>/dev/null && break; sleep 0.05; done\n"
+           % (SERVED_PORT, SERVED_PORT))
 SIM_HOME = "/root"
 
 
@@ -162,10 +175,28 @@ class SimHost(LocalHost):
         # The directory is entered inside the sandbox, where the sim's paths exist: a missing one fails
         # as `cd` fails over SSH, in the command's own output.
         script = command if cwd is None else f"cd -- {shlex.quote(cwd)} || exit\n{command}"
+        if SERVED.search(command) or _runs_the_read_sandbox_server(command):
+            # then the command in a bash of its own, so that `ps` shows pid 1 as without a server
+            script = (SERVING.format(model=shlex.quote(self._served_model()))
+                      + "exec bash --noprofile --norc -c " + shlex.quote(script))
         return [*sandbox_argv(self.root, self.name), "bash", "--noprofile", "--norc", "-c", script], None
+
+    def _served_model(self) -> str:
+        try:
+            return str(json.loads((self.root / STATE_DIR / "state.json").read_text())["bench"]["model"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return "default"
 
     def _home(self) -> str:
         return SIM_HOME
+
+
+def _runs_the_read_sandbox_server(command: str) -> bool:
+    """The read sandbox's server for a session: its reads are forked inside this command's network namespace,
+    so the served port must be up there, for the session."""
+    from tools.sandbox.host import SERVER_BOOT  # lazy: the sandbox's package is not the sim's
+
+    return SERVER_BOOT in command
 
 
 def sshd_force_command(root: Path, hostname: str = "sim") -> str:

@@ -167,6 +167,14 @@ class Sim:
 
         return json.loads((self.root / _state.STATE_DIR / "cluster.json").read_text())
 
+    def set_numerics(self, numerics: str) -> None:
+        """"drift": what the served model answers changes once torch is built for CUDA 13 (its greedy outputs
+        and a few of its arithmetic answers: sglang/_sim_outputs.py), so a correctness check has a difference
+        to find; "stable": the same answers on every build."""
+        if numerics not in ("stable", "drift"):
+            raise ValueError(f"numerics is 'stable' or 'drift', not {numerics!r}")
+        _state.update(self.root, lambda st: st["bench"].__setitem__("numerics", numerics))
+
     def set_bench_noise(self, sd: float) -> None:
         """Standard deviation of the benchmark's run-to-run noise in tok/s (0 makes it exact)."""
         _state.update(self.root, lambda st: st["bench"].__setitem__("noise_sd", float(sd)))
