@@ -68,6 +68,9 @@ class AuthorizationsModel:
         if any(check.throughput for check in self.goal.success):
             left.append("the throughput check's benchmark: a model chooses its command and runs it before the first "
                         "change on each host (a dry run runs no benchmark)")
+        if any(check.outputs for check in self.goal.success):
+            left.append("the outputs check's samples: a model names the serving endpoint and runs check_outputs "
+                        "before the first change on each host and after the last")
         return calls, left
 
     def _not_concrete(self, rule: Authorization) -> str | None:

@@ -171,6 +171,13 @@ class Recipe(BaseModel):
                                  "or `*` for every host of the rollout")
             if a.tool is not None:
                 a.args = check_tool_authorization(i, a.tool, a.args)
+        for i, check in enumerate(self.checks):
+            if check.outputs is not None:
+                # A rollout takes no check_outputs samples yet: the check would hold every host's first change
+                # for a "before" that never comes (the gate's no-baseline rule), after --check said it would run.
+                raise ValueError(f"checks[{i}]: an `outputs` check is not one a fleet can run yet: agent fleet asks "
+                                 "no served model before and after; check the answers on the canary with agent run "
+                                 "(its goal's `outputs` check), and leave this one out of the recipe")
         return self
 
     def rules_for(self, host: str) -> list[Authorization]:

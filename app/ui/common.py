@@ -238,8 +238,13 @@ def verdict_line(ev: dict) -> str:
     head = {"met": "GOAL MET", "unverified": "GOAL UNVERIFIED", "dry run": "DRY RUN",
             "not started": "NOT STARTED", "held": "HOST HELD"}.get(verdict, "GOAL NOT MET")
     meaning = ("done, but nothing proved the goal" if verdict == "unverified" else
-               "nothing was changed: the host stays held" if verdict == "held" else MEANINGS.get(code, "see agent --help"))
-    return f"{head}: {ev.get('reason')} (exit code {code}: {meaning})"
+               "nothing was changed: the host stays held" if verdict == "held" else
+               "a real run would be allowed every change" if verdict == "dry run" and code == 0 else
+               MEANINGS.get(code, "see agent --help"))
+    reason = str(ev.get("reason") or "")
+    if verdict == "dry run":  # "DRY RUN: dry run: ..." said it twice
+        reason = reason.removeprefix("dry run: ")
+    return f"{head}: {reason} (exit code {code}: {meaning})"
 
 
 # Notes worth a line on the terminal: how the model server was met, replies cut off, a request tried again.

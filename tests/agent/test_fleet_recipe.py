@@ -48,3 +48,14 @@ def test_a_rule_that_can_never_match_is_said_when_the_recipe_loads(tmp_path):
     with pytest.raises(RecipeError, match="authorizations.0.*query") as e:
         load_recipe(path)
     assert "\n" not in str(e.value)
+
+
+def test_a_recipe_refuses_an_outputs_check_a_rollout_cannot_sample(tmp_path):
+    """A fleet asks no served model before and after: an outputs check in a recipe would hold every host's first
+    change for a baseline that never comes (a newcomer found `--check` saying "would change" and the canary then
+    refused). It is said when the recipe loads."""
+    from agent.fleet.recipe import Recipe
+
+    with pytest.raises(ValueError, match=r"checks\[0\]: an `outputs` check is not one a fleet can run yet"):
+        Recipe.model_validate({"goal": "g", "steps": [{"tool": "ssh_exec", "args": {"command": "ls"}}],
+                               "checks": [{"outputs": {"label": "after", "compare_to": "before"}}]})

@@ -161,6 +161,7 @@ authorizations:
   - {host: gpu-b, command: "systemctl stop sglang"}
 success:
   - throughput: {label: after, compare_to: before, min_ratio: 1.0}
+  - outputs: {label: after, compare_to: before}
 """
 
 
@@ -209,4 +210,7 @@ def test_a_plan_with_no_model_configured_makes_the_calls_the_authorizations_spel
     assert "authorizations[0] (install_runfile on any host): it leaves checksum to the caller" in out, out
     assert "authorizations[2] (pip_install on gpu-b): its arguments hold a pattern" in out, out
     assert "the throughput check's benchmark: a model chooses its command" in out, out
+    assert "the outputs check's samples: a model names the serving endpoint" in out, out
+    # the verdict's line says what a dry run's exit code means, once
+    assert "DRY RUN: of 5 changes, 5 would run" in out and "(exit code 0: a real run would be allowed every change)" in out, out
     assert "tokens:" not in out and "cost:" not in out, out
