@@ -49,6 +49,7 @@ class AuthorizationsModel:
         self.tools = {tool.name: tool for tool in default_tools()}
         self.hosts = goal.host_names()
         self.calls, self.left = self._calls()
+        self._count = 0  # calls made so far: each call's id
         self._turns = self._script()
 
     def _calls(self) -> tuple[dict[str, list[tuple[str, dict, int]]], list[str]]:
@@ -105,8 +106,7 @@ class AuthorizationsModel:
         yield AssistantTurn(text=self._summary(), finish_reason="stop")
 
     def _turn(self, calls: list[tuple[str, dict]]) -> AssistantTurn:
-        start = getattr(self, "_count", 0)
-        self._count = start + len(calls)
+        start, self._count = self._count, self._count + len(calls)
         return AssistantTurn(tool_calls=[ToolCall(id=f"plan_{start + i + 1}", name=tool, arguments=json.dumps(args))
                                          for i, (tool, args) in enumerate(calls)], finish_reason="tool_calls")
 
