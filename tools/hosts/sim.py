@@ -45,9 +45,11 @@ STATE_DIR = ".sim"  # the sim's machine state; its programs find it at /.sim ins
 # stack installed at each request. Waited for (up to 10 s), then the command runs.
 SERVED_PORT = 30000
 SERVED = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\]|0\.0\.0\.0):%d(?!\d)" % SERVED_PORT)
-SERVING = ("( /opt/venv/bin/python -m sglang.launch_server --model-path {model} --host 127.0.0.1 --port %d "
-           ">/dev/null 2>&1 </dev/null & )\n"
-           "for _ in $(seq 200); do (: </dev/tcp/127.0.0.1/%d) 2>/dev/null && break; sleep 0.05; done\n"
+SERVING = ("/opt/venv/bin/python -m sglang.launch_server --model-path {model} --host 127.0.0.1 --port %d "
+           ">/dev/null 2>&1 </dev/null &\n"
+           # until it listens, or has died (a broken stack): the command then finds the port closed
+           "for _ in $(seq 200); do (: </dev/tcp/127.0.0.1/%d) 2>/dev/null && break; kill -0 $! 2>/dev/null || break; "
+           "sleep 0.05; done\n"
            % (SERVED_PORT, SERVED_PORT))
 SIM_HOME = "/root"
 
@@ -176,7 +178,8 @@ class SimHost(LocalHost):
         # as `cd` fails over SSH, in the command's own output.
         script = command if cwd is None else f"cd -- {shlex.quote(cwd)} || exit\n{command}"
         if SERVED.search(command) or _runs_the_read_sandbox_server(command):
-            # then the command in a bash of its own, so that `ps` shows pid 1 as without a server
+            # then the command in a bash of its own (which knows no job of the server's: its `wait` does not wait
+            # for it), so that `ps` shows pid 1 as without a server
             script = (SERVING.format(model=shlex.quote(self._served_model()))
                       + "exec bash --noprofile --norc -c " + shlex.quote(script))
         return [*sandbox_argv(self.root, self.name), "bash", "--noprofile", "--norc", "-c", script], None
