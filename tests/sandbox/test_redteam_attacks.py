@@ -219,7 +219,11 @@ def wrapped(command: str, token: str) -> str:
 
 class RedteamSimHost(SimHost):
     """The sim's transport with /run and the log directory bound in; a thread that set `token` runs its
-    commands inside `wrapped` (SandboxedHost calls the inner host from the caller's thread)."""
+    commands inside `wrapped` (SandboxedHost calls the inner host from the caller's thread). Without the sim's
+    serving engine: a line is judged by the processes it leaves, and a server the sim started for a line
+    naming its port would count as the line's."""
+
+    serving = False
 
     def __init__(self, spec, log_dir: Path):
         super().__init__(spec)

@@ -42,10 +42,11 @@ STATE_DIR = ".sim"  # the sim's machine state; its programs find it at /.sim ins
 # loopback address, and for the read sandbox's server (inside the command's own network and PID namespaces, so
 # it lives as long as the command), as a real box runs one all the time. It is the venv's own `python -m
 # sglang.launch_server`: a broken stack keeps it from starting, as it would a real one, and it answers with the
-# stack installed at each request. Waited for (up to 10 s), then the command runs.
+# stack installed at each request. Waited for (up to 10 s), then the command runs. It writes no byte code into
+# the venv (a real one's was compiled when it was installed).
 SERVED_PORT = 30000
 SERVED = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\]|0\.0\.0\.0):%d(?!\d)" % SERVED_PORT)
-SERVING = ("/opt/venv/bin/python -m sglang.launch_server --model-path {model} --host 127.0.0.1 --port %d "
+SERVING = ("PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/python -m sglang.launch_server --model-path {model} --host 127.0.0.1 --port %d "
            ">/dev/null 2>&1 </dev/null &\n"
            # until it listens, or has died (a broken stack): the command then finds the port closed
            "for _ in $(seq 200); do (: </dev/tcp/127.0.0.1/%d) 2>/dev/null && break; kill -0 $! 2>/dev/null || break; "
@@ -163,6 +164,8 @@ def is_sim_root(root: Path) -> bool:
 class SimHost(LocalHost):
     """A simulated GPU host: the local transport, with every command inside the sim's sandbox."""
 
+    serving = True  # a command naming SERVED_PORT finds sglang's server there (SERVING)
+
     def __init__(self, spec: HostSpec):
         if not spec.sim_root:
             raise HostError(f"{spec.name}: a sim host needs the root of its simulated machine (sim_root)")
@@ -177,7 +180,7 @@ class SimHost(LocalHost):
         # The directory is entered inside the sandbox, where the sim's paths exist: a missing one fails
         # as `cd` fails over SSH, in the command's own output.
         script = command if cwd is None else f"cd -- {shlex.quote(cwd)} || exit\n{command}"
-        if SERVED.search(command) or _runs_the_read_sandbox_server(command):
+        if self.serving and (SERVED.search(command) or _runs_the_read_sandbox_server(command)):
             # then the command in a bash of its own (which knows no job of the server's: its `wait` does not wait
             # for it), so that `ps` shows pid 1 as without a server
             script = (SERVING.format(model=shlex.quote(self._served_model()))
