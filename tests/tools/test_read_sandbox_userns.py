@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tools.sandbox.launcher import READER_PROCESSES  # the bound on a read's processes
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = r'''
@@ -76,7 +78,6 @@ def test_root_of_a_user_namespace_reads_and_is_refused_what_a_read_must_not_do(t
 # Processes until fork fails, or 2,200: more than the bound, fewer than would hurt this machine.
 FORKS = ("import os, time\nn = 0\nwhile n < 2200:\n    try:\n        pid = os.fork()\n    except OSError:\n"
          "        break\n    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n    n += 1\nprint(n)")
-READER_PROCESSES = 2048  # tools/sandbox/launcher.py's bound on a read's processes
 
 
 @pytest.mark.skipif(not _user_namespaces_allowed() or os.geteuid() != 0 or shutil.which("setpriv") is None,
