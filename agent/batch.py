@@ -56,6 +56,13 @@ class CancelFlags:
         self.reads.set()
 
 
+def read_ports(tool: Tool | None, args: BaseModel | None, arguments: str) -> list[int]:
+    """The loopback ports a read's sandbox relays: those the tool knows from its arguments (check_outputs: its
+    endpoint's, never a port some other argument names), else those its arguments' text names."""
+    known = tool.read_ports(args) if tool is not None and args is not None else None
+    return known if known is not None else loopback_ports(arguments)
+
+
 @dataclass
 class PreparedCall:
     """One tool call of a batch after validation and the gate."""
@@ -362,7 +369,7 @@ class BatchRunner:
         if not p.changes_host and "hosts" in base:
             # What the gate runs without approval runs in the read sandbox on its host: the kernel, not the
             # classifier's reading of the text, is what keeps it from changing anything.
-            base = {**base, "hosts": SandboxedHosts(base["hosts"], loopback_ports(p.call.arguments))}
+            base = {**base, "hosts": SandboxedHosts(base["hosts"], read_ports(p.tool, p.args, p.call.arguments))}
         return ToolContext(**base, call_id=p.call.id, cancel=cancel, emit=emit_live, cancel_reason=reason)
 
     def execute(self, turn_no: int, p: PreparedCall, waits: list[cf.Future], flags: CancelFlags,

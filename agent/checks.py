@@ -217,6 +217,11 @@ def _outputs_check(c: OutputsCheck, results: dict) -> CheckResult:
         missing = [lbl for lbl, r in ((c.label, after), (c.compare_to, before)) if r is None]
         return CheckResult(False, f"no check_outputs result under label {', '.join(repr(m) for m in missing)} "
                                   f"(labels measured: {', '.join(sorted(results)) or 'none'})")
+    unlike = [f"{key} {before.get(key)!r} then {after.get(key)!r}" for key in ("model", "max_tokens")
+              if before.get(key) != after.get(key)]
+    if unlike:  # another model's answers, or longer ones, differ whatever the upgrade did
+        return CheckResult(False, f"{c.label} and {c.compare_to} were not asked alike ({', '.join(unlike)}): their "
+                                  "outputs cannot be compared")
     differing = [i for i, (a, b) in enumerate(zip(after["outputs"], before["outputs"])) if a != b]
     same = after["digest"] == before["digest"]
     drop = round(before["accuracy"] - after["accuracy"], 4)

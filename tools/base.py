@@ -349,6 +349,11 @@ class Tool:
     def run(self, ctx: ToolContext, args: BaseModel) -> BaseModel:  # pragma: no cover
         raise NotImplementedError
 
+    def read_ports(self, args: BaseModel) -> list[int] | None:
+        """The loopback ports this tool's read may reach, where its arguments say exactly which; None: the read
+        sandbox relays the ports its arguments' text names (tools/sandbox loopback_ports)."""
+        return None
+
     def render(self, result: BaseModel) -> str:
         """The result as the model reads it: its JSON, cut to head and tail if it is long (the whole
         result is in the transcript). Tools with large text override this to cut it where it makes sense."""

@@ -36,28 +36,76 @@ PROMPTS = tuple(f"{_EXAMPLE}Q: What is {a} {op} {b}?\nA:" for a, op, b in QUESTI
 ANSWERS = tuple(a + b if op == "+" else a - b if op == "-" else a * b for a, op, b in QUESTIONS)
 
 # Runs on the host with its python3 (3.6+, standard library): argv endpoint, model ("" = the server's first),
-# max_tokens, timeout, prompts as JSON. Prints one JSON line: the model and every output, or the error.
-CLIENT = r'''
-import json, sys, urllib.request
-endpoint, model, limit, timeout, prompts = sys.argv[1].rstrip("/"), sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), json.loads(sys.argv[5])
+# max_tokens, the whole check's seconds, prompts as JSON. Prints one JSON line: the model and every output, or
+# the problem. It follows no redirect (a read asks the endpoint it was given, nothing else), reads no answer past
+# MAX_ANSWER_BYTES, and stops at one deadline for every request together, however slowly a server drips.
+CLIENT = r"""
+import json, sys, time, urllib.error, urllib.request
+endpoint, model, limit, budget, prompts = sys.argv[1].rstrip("/"), sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), json.loads(sys.argv[5])
+deadline, MAX_ANSWER_BYTES = time.monotonic() + budget, 4 << 20
+class Answered(Exception):
+    pass
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise Answered("answered %s %s with a redirect (HTTP %d) to %s, which check_outputs does not follow: give "
+                       "the endpoint the server itself listens on" % (req.get_method(), req.selector, code, newurl[:200]))
+opener = urllib.request.build_opener(NoRedirect)
+def left():
+    s = deadline - time.monotonic()
+    if s <= 0:
+        raise TimeoutError("no whole answer within the check's timeout (%g s for all %d prompts)" % (budget, len(prompts)))
+    return s
 def call(path, body=None):
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(endpoint + path, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read().decode())
+    try:
+        r = opener.open(req, timeout=left())
+    except urllib.error.HTTPError as e:
+        raise Answered("answered %s %s with HTTP %d: %r" % (req.get_method(), path, e.code, e.read(300).decode("utf-8", "replace")))
+    with r:
+        got = b""
+        while True:
+            left()
+            chunk = r.read1(65536)
+            if not chunk:
+                break
+            got += chunk
+            if len(got) > MAX_ANSWER_BYTES:
+                raise Answered("answered %s %s with more than %d bytes: not a completion of a few tokens" % (req.get_method(), path, MAX_ANSWER_BYTES))
+    try:
+        return json.loads(got.decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        raise Answered("answered %s %s with something that is not JSON (%s): %r" % (req.get_method(), path, type(e).__name__, got[:200]))
+done = []
 try:
     if not model:
-        model = call("/v1/models")["data"][0]["id"]
-    outputs = []
-    for p in prompts:
+        listed = call("/v1/models")
+        try:
+            model = listed["data"][0]["id"]
+            assert isinstance(model, str) and model
+        except Exception:
+            raise Answered("answered GET /v1/models with no model's id (data[0].id): %r" % (json.dumps(listed)[:200],))
+    for i, p in enumerate(prompts):
         answer = call("/v1/completions", {"model": model, "prompt": p, "max_tokens": limit, "temperature": 0,
                                          "top_p": 1, "seed": 0})
-        outputs.append(answer["choices"][0]["text"])
-    print(json.dumps({"model": model, "outputs": outputs}))
-except Exception as e:
-    print(json.dumps({"error": "%s: %s" % (type(e).__name__, e)}))
+        try:
+            text = answer["choices"][0]["text"]
+            assert isinstance(text, str)
+        except Exception:
+            raise Answered("answered prompt %d with no completion's text (choices[0].text as a string): %r" % (i, json.dumps(answer)[:200]))
+        if len(text) > 64 * limit + 256:
+            raise Answered("answered prompt %d with %d characters, more than %d tokens can make: not a completion" % (i, len(text), limit))
+        done.append(text)
+    print(json.dumps({"model": model, "outputs": done}))
+except Answered as e:
+    print(json.dumps({"answered": str(e), "prompts_done": len(done)}))
     sys.exit(1)
-'''
+except Exception as e:
+    print(json.dumps({"error": "%s: %s" % (type(e).__name__, e), "prompts_done": len(done)}))
+    sys.exit(1)
+"""
+# A label names a set of outputs in the record and in the operator's report: plain words, as run_bench's.
+LABEL = r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,63}$"
 
 
 class CheckOutputsArgs(StrictArgs):
@@ -65,12 +113,16 @@ class CheckOutputsArgs(StrictArgs):
     endpoint: str = Field(pattern=r"^https?://(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}/?$",
                           description="The serving engine's OpenAI-compatible endpoint on the host's loopback, e.g. "
                                       "http://127.0.0.1:30000 (sglang's default port; vLLM's is 8000).")
-    label: str = Field(min_length=1, max_length=64, description="Name to keep these outputs under, e.g. 'before' or "
-                                                                "'after'. A label used again is replaced.")
-    compare_to: str | None = Field(None, description="Label of earlier outputs of this session to compare with.")
-    model: str | None = Field(None, description="The served model's name (default: the first /v1/models lists).")
+    label: str = Field(pattern=LABEL, description="Name to keep these outputs under, e.g. 'before' or 'after' (letters, "
+                                                  "digits and ._:+-). A label used again is replaced.")
+    compare_to: str | None = Field(None, pattern=LABEL,
+                                   description="Label of earlier outputs of this session to compare with; asked with "
+                                               "the same model and max_tokens, or the comparison is refused.")
+    model: str | None = Field(None, pattern=r"^[\x21-\x7e]{1,256}$",
+                              description="The served model's name (default: the first /v1/models lists).")
     max_tokens: int = Field(24, ge=1, le=256, description="Tokens generated per prompt.")
-    timeout: float = Field(120, gt=0, le=3600, description="Seconds per request before it fails.")
+    timeout: float = Field(300, gt=0, le=3600, description="Seconds for the whole check, every prompt together, before "
+                                                           "it fails.")
 
 
 class OutputsComparison(BaseModel):
@@ -79,6 +131,7 @@ class OutputsComparison(BaseModel):
     differing: list[int]  # indexes of the prompts whose output differs
     accuracy_before: float
     accuracy_change: float  # after - before, in points of the score (0..1)
+    comparable: bool = True  # asked of the same model with the same max_tokens; otherwise nothing is compared
     verdict: str
 
 
@@ -87,6 +140,7 @@ class CheckOutputsResult(BaseModel):
     endpoint: str
     label: str
     model: str
+    max_tokens: int
     prompts: int
     accuracy: float  # right answers / questions
     correct: int
@@ -117,6 +171,9 @@ class CheckOutputs(Tool):
                                 reason="asks the served model fixed prompts on loopback; changes nothing"),
                       label=args.label)
 
+    def read_ports(self, args: CheckOutputsArgs) -> list[int]:
+        return [int(args.endpoint.rstrip("/").rsplit(":", 1)[1])]  # the endpoint's, never one another argument names
+
     def run(self, ctx: ToolContext, args: CheckOutputsArgs) -> CheckOutputsResult:
         labels: dict[str, dict] = ctx.store.setdefault(STORE_KEY, {})
         baseline = labels.get(args.compare_to) if args.compare_to else None
@@ -124,37 +181,55 @@ class CheckOutputs(Tool):
             raise ToolError(f"no outputs labelled {args.compare_to!r} in this session (labels: "
                             f"{', '.join(map(repr, labels)) or 'none yet'}); a baseline is taken before the first "
                             "change: compare to one of those, or leave compare_to out")
+        if baseline is not None:
+            unlike = _unlike(baseline, args.model, args.max_tokens)
+            if unlike:
+                raise ToolError(f"{args.compare_to!r} was asked {unlike}: outputs of other settings differ anyway, so "
+                                "compare with the same model and max_tokens")
         try:
             host = ctx.hosts.get(args.host)
             python = host.spec.python or "python3"
             command = " ".join([shlex.quote(python), "-I", "-c", shlex.quote(CLIENT), shlex.quote(args.endpoint),
                                 shlex.quote(args.model or ""), str(args.max_tokens), f"{args.timeout:g}",
                                 shlex.quote(json.dumps(PROMPTS))])
-            r = host.run(command, timeout=args.timeout * len(PROMPTS) + 30, cancel=ctx.cancel)
+            r = host.run(command, timeout=args.timeout + 30, cancel=ctx.cancel)
         except HostError as e:
             raise ToolError(str(e)) from None
         said = _last_json(r.stdout)
-        if r.exit_code != 0 or said is None or "outputs" not in said:
-            why = (said or {}).get("error") or (r.stderr or r.stdout).strip()[-500:] or f"exit code {r.exit_code}"
-            hint = f"\nhint: {r.hint}" if r.hint else ""
-            raise ToolError(f"the server at {args.endpoint} on {args.host} did not answer: {why}; is it serving "
-                            f"(curl {args.endpoint}/v1/models)?{hint}")
-        outputs = [str(o) for o in said["outputs"]]
+        if r.exit_code != 0 or said is None or not isinstance(said.get("outputs"), list):
+            raise ToolError(self._failure(args, r, said or {}))
+        outputs = [_whole(str(o)) for o in said["outputs"]]
         correct = sum(1 for out, answer in zip(outputs, ANSWERS) if _first_number(out) == answer)
         result = CheckOutputsResult(
-            host=args.host, endpoint=args.endpoint, label=args.label, model=str(said.get("model", "")),
-            prompts=len(outputs), accuracy=round(correct / len(ANSWERS), 4), correct=correct,
-            questions=len(ANSWERS), digest=hashlib.sha256(json.dumps(outputs).encode()).hexdigest(),
+            host=args.host, endpoint=args.endpoint, label=args.label, model=printable(str(said.get("model", "")), 256),
+            max_tokens=args.max_tokens, prompts=len(outputs), accuracy=round(correct / len(ANSWERS), 4),
+            correct=correct, questions=len(ANSWERS),
+            digest=hashlib.sha256(json.dumps(outputs).encode()).hexdigest(),
             outputs=[ctx.redact(o[:400]) for o in outputs])
         if baseline is not None:
             result.comparison = compare(result, args.compare_to, baseline)
         labels[args.label] = result.model_dump(mode="json")
         return result
 
+    @staticmethod
+    def _failure(args: CheckOutputsArgs, r, said: dict) -> str:
+        """Why the check has no outputs, in one message: the server answered wrongly, did not answer, or the check
+        ran out of time; what the server said is shown escaped and cut short."""
+        where = f"the server at {args.endpoint} on {args.host}"
+        done = f" ({said['prompts_done']} of {len(PROMPTS)} prompts answered)" if said.get("prompts_done") else ""
+        hint = f"\nhint: {r.hint}" if r.hint else ""
+        if said.get("answered"):
+            return f"{where} {printable(said['answered'], 500)}{done}{hint}"
+        if r.exit_code is None:
+            return (f"{where}: the check stopped before the server had answered every prompt{done} "
+                    f"({printable((r.stderr or '').strip()[-200:], 200) or 'cancelled, or past its timeout'}){hint}")
+        why = said.get("error") or (r.stderr or r.stdout).strip()[-500:] or f"exit code {r.exit_code}"
+        return f"{where} did not answer: {printable(why, 500)}{done}; is it serving (curl {args.endpoint}/v1/models)?{hint}"
+
     def render(self, result: CheckOutputsResult) -> str:
         lines = [f"{result.label}: {result.prompts} prompts to {result.model} at {result.endpoint} on {result.host}, "
-                 f"greedy; arithmetic {result.correct}/{result.questions} right ({result.accuracy:.1%}); outputs "
-                 f"digest {result.digest[:16]}"]
+                 f"greedy, {result.max_tokens} tokens each; arithmetic {result.correct}/{result.questions} right "
+                 f"({result.accuracy:.1%}); outputs digest {result.digest[:16]}"]
         lines += [f"  [{i}] {out.strip()[:120]!r}" for i, out in enumerate(result.outputs)]
         c = result.comparison
         if c is not None:
@@ -162,11 +237,26 @@ class CheckOutputs(Tool):
         return "\n".join(lines)
 
 
+def _unlike(baseline: dict, model: str | None, max_tokens: int) -> str:
+    """How the baseline was asked differently ('' when alike): another model, or another max_tokens."""
+    unlike = []
+    if model and baseline.get("model") and model != baseline["model"]:
+        unlike.append(f"of model {baseline['model']!r}, not {model!r}")
+    if baseline.get("max_tokens") not in (None, max_tokens):
+        unlike.append(f"for {baseline['max_tokens']} tokens, not {max_tokens}")
+    return " and ".join(unlike)
+
+
 def compare(result: CheckOutputsResult, compare_to: str, baseline: dict) -> OutputsComparison:
     before = [str(o) for o in baseline.get("outputs", [])]
     differing = [i for i, out in enumerate(result.outputs) if i >= len(before) or before[i] != out]
-    same = result.digest == baseline.get("digest") and not differing
     change = round(result.accuracy - float(baseline.get("accuracy", 0.0)), 4)
+    unlike = _unlike(baseline, result.model, result.max_tokens)
+    if unlike:  # the server's first model changed since the baseline: its answers are another model's
+        return OutputsComparison(compare_to=compare_to, same_outputs=False, differing=differing, comparable=False,
+                                 accuracy_before=float(baseline.get("accuracy", 0.0)), accuracy_change=change,
+                                 verdict=f"not comparable: {compare_to} was asked {unlike}")
+    same = result.digest == baseline.get("digest") and not differing
     if same:
         verdict = f"the same outputs as {compare_to}, prompt for prompt"
     else:
@@ -178,6 +268,18 @@ def compare(result: CheckOutputsResult, compare_to: str, baseline: dict) -> Outp
     return OutputsComparison(compare_to=compare_to, same_outputs=same, differing=differing,
                              accuracy_before=float(baseline.get("accuracy", 0.0)), accuracy_change=change,
                              verdict=verdict)
+
+
+def printable(text: str, limit: int) -> str:
+    """What a server said, safe to show anywhere: cut at `limit`, every character that is not printable (controls,
+    bidi and other format characters, lone surrogates) written as its code point."""
+    return "".join(ch if ch.isprintable() else f"<U+{ord(ch):04X}>" for ch in text[:limit])
+
+
+def _whole(text: str) -> str:
+    """An output with each lone surrogate (a server's invalid escape) as U+FFFD: it must encode as UTF-8 wherever
+    the record goes."""
+    return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
 
 
 def _first_number(text: str) -> int | None:

@@ -196,3 +196,81 @@ def test_a_build_that_is_faster_but_answers_worse_fails_the_goal_or_says_so(tmp_
         assert end["met"] is True and r.returncode == 0, (end, out[-3000:])
         assert "but check_outputs found the served model answering worse on gpu: after " in end["reason"], end
         assert "add an `outputs` check" in end["reason"], end
+
+
+def _dripping_server():
+    """A server on a free loopback port that answers /v1/models at once and drips each completion a byte a second."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Drip(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            body = b'{"data": [{"id": "m"}]}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            import time
+
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = b'{"choices": [{"text": " 42"}]}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                for i in range(len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(1)
+            except OSError:
+                pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Drip)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_a_server_that_drips_is_stopped_at_the_checks_own_timeout_for_every_prompt_together():
+    import time
+
+    from tools.hosts import HostSpec
+
+    server = _dripping_server()
+    pool = HostPool([HostSpec(name="here", transport="local")])
+    ctx = ToolContext(hosts=pool, artifacts=ArtifactStore(None), store={})
+    began = time.monotonic()
+    try:
+        with pytest.raises(ToolError, match=r"no whole answer within the check's timeout \(3 s for all 16 prompts\)"):
+            call(CheckOutputs(), ctx, host="here", endpoint=f"http://127.0.0.1:{server.server_port}", label="before",
+                 timeout=3)
+    finally:
+        pool.close()
+        server.shutdown()
+    assert time.monotonic() - began < 10  # a socket timeout per read alone would wait a second per byte, forever
+
+
+def test_the_sandbox_relays_the_endpoints_port_only_and_labels_are_plain_words():
+    from agent.batch import read_ports
+
+    tool = CheckOutputs()
+    args = tool.parse_args({"host": "gpu", "endpoint": "http://[::1]:8000/", "label": "before", "model": "m"})
+    assert read_ports(tool, args, '{"model": "see http://127.0.0.1:6379"}') == [8000]
+    for label in ("\u202eerofeb", "b\u0435fore", "after\nok", "../x", "a" * 65, ""):
+        with pytest.raises(Exception, match="label"):
+            tool.parse_args({"host": "gpu", "endpoint": ENDPOINT, "label": label})
+    with pytest.raises(Exception, match="model"):
+        tool.parse_args({"host": "gpu", "endpoint": ENDPOINT, "label": "before", "model": "m" * 257})
+
+
+def test_outputs_asked_of_another_model_or_length_are_not_compared():
+    before = {"model": "a", "max_tokens": 24, "outputs": ["1"], "digest": "d", "accuracy": 1.0, "correct": 12,
+              "questions": 12}
+    verdict = _outputs_check(OutputsCheck(), {"before": before, "after": {**before, "model": "b"}})
+    assert not verdict.ok and "not asked alike (model 'a' then 'b')" in verdict.detail
+    assert _outputs_check(OutputsCheck(same=True), {"before": before, "after": dict(before)}).ok

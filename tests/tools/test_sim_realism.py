@@ -509,3 +509,31 @@ def test_a_toolkit_installed_takes_its_room_from_its_filesystem_and_gives_it_bac
     assert run(box, "df -m /tmp").stdout == run(SimHost(build_sim(tmp_path / "other").host_spec()), "df -m /tmp").stdout
     run(box, "rm -rf /usr/local/cuda-13.0")
     assert usr_local() == before
+
+
+# --------------------------------------------------------------------------- the machine the benchmark runs on
+
+
+def test_benchmarks_follow_the_gpus_and_a_model_that_does_not_fit_fails_to_load(tmp_path):
+    """A 4x H100 box serves what fits its 320 GB, decodes at its own speed, and cannot load the story's 1T model."""
+    from tools.sim.files.simhost import machine, perf
+
+    hopper = build_sim(tmp_path / "h100x4", gpu_model="H100 80GB HBM3", gpus=4, bench_noise=0)
+    small = build_sim(tmp_path / "l40s", gpu_model="L40S", gpus=1, bench_noise=0)
+    h, s = SimHost(hopper.host_spec("h")), SimHost(small.host_spec("s"))
+    served = {name: json.loads(run(host, "/opt/venv/bin/python -c 'import torch, json; "
+                                         "print(json.dumps(torch._sim_host.state()[\"bench\"]))'").stdout)["model"]
+              for name, host in (("h", h), ("s", s))}
+    assert served == {"h": "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "s": "Qwen/Qwen3-8B"}
+    figures = {}
+    for name, host in (("h", h), ("s", s)):
+        out = run(host, SERVING).stdout
+        figures[name] = float(re.search(r"^Output token throughput \(tok/s\):\s+([\d.]+)", out, re.M).group(1))
+        assert served[name] in out  # the model it measured is the one it serves
+    want = {name: round(89.5 * perf.step_seconds(*perf._REFERENCE) / perf.step_seconds(key, n, served[name]), 2)
+            for name, key, n in (("h", "H100 80GB HBM3", 4), ("s", "L40S", 1))}
+    assert figures == pytest.approx(want, abs=0.02) and figures["h"] > 89.5 > figures["s"], figures
+    too_big = run(h, "/opt/venv/bin/python -m sglang.bench_one_batch --model-path moonshotai/Kimi-K2.5", ok=False)
+    assert too_big.exit_code != 0 and "torch.OutOfMemoryError: CUDA out of memory" in too_big.stderr, too_big.stderr
+    assert "moonshotai/Kimi-K2.5: 554 GiB of weights over 4 GPUs of 80 GiB" in too_big.stderr
+    assert machine.served_model_for(machine.gpu_table(8)) == "moonshotai/Kimi-K2.5"  # the story's box keeps its own

@@ -8,12 +8,16 @@ here the same way, with the same exceptions, before a single number is produced.
 import torch
 
 
-def start():
-    """Bring the stack up; returns (sim root, single-stream decode tok/s for this run)."""
+def start(model=None):
+    """Bring the stack up and load `model` (default: the one the host serves); returns (sim root, single-stream
+    decode tok/s for this run). Weights that do not fit the GPUs fail as they do when loaded."""
     torch.cuda._lazy_init()
     import flashinfer  # noqa: F401
     import sgl_kernel  # noqa: F401
 
     flashinfer.jit.prepare_toolkit()
     root, simhost = torch._sim_host.host()
-    return root, simhost.perf.decode_tok_s(root, torch.version.cuda)
+    try:
+        return root, simhost.perf.decode_tok_s(root, torch.version.cuda, model=model)
+    except simhost.perf.DoesNotFit as e:
+        raise torch.OutOfMemoryError(str(e)) from None

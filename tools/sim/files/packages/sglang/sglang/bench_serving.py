@@ -31,7 +31,7 @@ def _lengths(args, rng):
 
 
 def run_benchmark(args):
-    root, tok_s = _sim_server.start()
+    root, tok_s = _sim_server.start(args.model)
     simhost = torch._sim_host.host()[1]
     perf = simhost.perf
     if args.model is None:

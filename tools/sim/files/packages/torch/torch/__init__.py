@@ -11,7 +11,11 @@ from . import cuda, backends, utils
 from ._tensor import Tensor, device, ones, tensor, zeros
 
 __all__ = ["__version__", "version", "cuda", "backends", "utils", "Tensor", "device", "zeros", "ones", "tensor",
-           "get_num_threads"]
+           "get_num_threads", "OutOfMemoryError"]
+
+
+class OutOfMemoryError(RuntimeError):
+    """What an allocation past the GPU's memory raises (torch.cuda.OutOfMemoryError is the same class)."""
 
 
 def get_num_threads():
@@ -22,3 +26,6 @@ def get_num_threads():
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+cuda.OutOfMemoryError = OutOfMemoryError

@@ -7,14 +7,18 @@ import random
 import torch
 
 
-def _start():
-    """The vLLM server: torch on CUDA, flashinfer JIT against CUDA_HOME; same failures as for real."""
+def _start(model=None):
+    """The vLLM server: torch on CUDA, flashinfer JIT against CUDA_HOME, the weights loaded; same failures as for
+    real."""
     torch.cuda._lazy_init()
     import flashinfer
 
     flashinfer.jit.prepare_toolkit()
     root, simhost = torch._sim_host.host()
-    return root, simhost.perf, simhost.perf.decode_tok_s(root, torch.version.cuda)
+    try:
+        return root, simhost.perf, simhost.perf.decode_tok_s(root, torch.version.cuda, model=model)
+    except simhost.perf.DoesNotFit as e:
+        raise torch.OutOfMemoryError(str(e)) from None
 
 
 def _lengths(args, rng):
@@ -31,7 +35,7 @@ def _lengths(args, rng):
 
 def main(args):
     print(args)
-    root, perf, tok_s = _start()
+    root, perf, tok_s = _start(getattr(args, "model", None))
     inputs, outputs = _lengths(args, random.Random(args.seed))
     print("Starting initial single prompt test run...")
     print("Initial test run completed. Starting main benchmark run...")
