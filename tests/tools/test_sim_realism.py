@@ -221,6 +221,13 @@ def test_uname_and_proc_version_report_the_sims_kernel(host, sim):
     assert version.startswith("Linux version 6.8.0-60-generic (buildd@") and version.rstrip().endswith(
         "#63-Ubuntu SMP PREEMPT_DYNAMIC Tue Apr 15 19:04:15 UTC 2025"), version
     assert run(host, "cat /proc/sys/kernel/osrelease").stdout == "6.8.0-60-generic\n"
+    # Python's own view of the kernel (uname(2) is this machine's), and the C library ldd names, are the sim's.
+    said = run(host, "python3 -c 'import os, platform; print(os.uname().release, os.uname().version, "
+                     "platform.release(), sep=\"|\")'").stdout
+    assert said == "6.8.0-60-generic|#63-Ubuntu SMP PREEMPT_DYNAMIC Tue Apr 15 19:04:15 UTC 2025|6.8.0-60-generic\n"
+    libc = run(host, "dpkg-query -W -f '${Version}' libc-bin").stdout
+    assert run(host, "ldd --version").stdout.splitlines()[0] == f"ldd (Ubuntu GLIBC {libc}) {libc.split('-')[0]}"
+    assert "libc.so.6 => " in run(host, "ldd /bin/ls").stdout  # what a program links against: listed as ever
     env = run(host, "/opt/venv/bin/python -m torch.utils.collect_env").stdout.splitlines()
     assert "OS: Ubuntu 24.04.3 LTS (x86_64)" in env
     assert any(line.startswith("Python platform: Linux-6.8.0-60-generic-x86_64-with-") for line in env), env
@@ -516,7 +523,8 @@ def test_a_toolkit_installed_takes_its_room_from_its_filesystem_and_gives_it_bac
 
 def test_benchmarks_follow_the_gpus_and_a_model_that_does_not_fit_fails_to_load(tmp_path):
     """A 4x H100 box serves what fits its 320 GB, decodes at its own speed, and cannot load the story's 1T model."""
-    from tools.sim.files.simhost import machine, perf
+    from tools.sim.files.simcommands import serving
+    from tools.sim.files.simhost.machine import gpu_table
 
     hopper = build_sim(tmp_path / "h100x4", gpu_model="H100 80GB HBM3", gpus=4, bench_noise=0)
     small = build_sim(tmp_path / "l40s", gpu_model="L40S", gpus=1, bench_noise=0)
@@ -530,10 +538,23 @@ def test_benchmarks_follow_the_gpus_and_a_model_that_does_not_fit_fails_to_load(
         out = run(host, SERVING).stdout
         figures[name] = float(re.search(r"^Output token throughput \(tok/s\):\s+([\d.]+)", out, re.M).group(1))
         assert served[name] in out  # the model it measured is the one it serves
-    want = {name: round(89.5 * perf.step_seconds(*perf._REFERENCE) / perf.step_seconds(key, n, served[name]), 2)
+    reference = serving.step_seconds(*serving.REFERENCE)
+    want = {name: round(89.5 * reference / serving.step_seconds(key, n, served[name]), 2)
             for name, key, n in (("h", "H100 80GB HBM3", 4), ("s", "L40S", 1))}
     assert figures == pytest.approx(want, abs=0.02) and figures["h"] > 89.5 > figures["s"], figures
     too_big = run(h, "/opt/venv/bin/python -m sglang.bench_one_batch --model-path moonshotai/Kimi-K2.5", ok=False)
     assert too_big.exit_code != 0 and "torch.OutOfMemoryError: CUDA out of memory" in too_big.stderr, too_big.stderr
     assert "moonshotai/Kimi-K2.5: 554 GiB of weights over 4 GPUs of 80 GiB" in too_big.stderr
-    assert machine.served_model_for(machine.gpu_table(8)) == "moonshotai/Kimi-K2.5"  # the story's box keeps its own
+    assert serving.served_model_for(gpu_table(8)) == "moonshotai/Kimi-K2.5"  # the story's box keeps its own
+
+
+def test_nvidia_smi_dmon_samples_each_gpu_as_the_real_one_prints_it(host, sim):
+    out = run(host, "nvidia-smi dmon -c 2 -d 1").stdout.splitlines()
+    assert out[0].split() == ["#", "gpu", "pwr", "gtemp", "mtemp", "sm", "mem", "enc", "dec", "jpg", "ofa", "mclk",
+                              "pclk"] and out[1].startswith("# Idx")
+    rows = [line.split() for line in out[2:]]
+    assert [r[0] for r in rows] == [str(i) for i in range(8)] * 2  # every GPU, each sample
+    assert all(r[3] == "-" and r[4:10] == ["0"] * 6 for r in rows)  # GDDR7 has no memory temperature; idle
+    assert [line.split()[0] for line in run(host, "nvidia-smi dmon -c 1 -i 3").stdout.splitlines()[2:]] == ["3"]
+    bad = run(host, "nvidia-smi dmon -x", ok=False)
+    assert bad.exit_code == 2 and "Option -x is not recognized" in bad.stdout

@@ -23,6 +23,7 @@ from tools.hosts.sim import HOST_USR_BIN, HOST_USR_SBIN
 
 from . import venv as sim_venv
 from . import wheels
+from .files.simcommands import serving as sim_serving
 from .files.simhost import compiler as sim_compiler
 from .files.simhost import dpkg as sim_dpkg
 from .files.simhost import kernel as sim_kernel
@@ -174,17 +175,19 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, gpu_model: str,
     st = machine.default_state(gpus=gpus, gpu_model=gpu_model, driver_version=driver_version,
                                smi_version=smi_version, free_space_mb=free_space_mb, gcc=gcc, kernel=kernel,
                                python=python, bench_noise=bench_noise)
+    st["bench"]["model"] = sim_serving.served_model_for(st["gpus"])  # what fits its GPUs
     host_state.save(root, st)
     sim_runfile.write_proc_version(root, st)
     sim_kernel.write_proc_files(root, st)
     # The interpreter the sim's installers run with, by a name of its own on the host's PATH.
     (root / "usr" / "bin" / "sim-python").symlink_to(python)
-    _write_command(root / "usr" / "bin" / "nvidia-smi", python, "simhost.smi")
+    _write_command(root / "usr" / "bin" / "nvidia-smi", python, "simcommands.smi")
     _write_command(root / "usr" / "bin" / "df", python, "simcommands.mounts", "df_main")
     _write_command(root / "usr" / "bin" / "lsmod", python, "simhost.disk", "lsmod_main")
     _write_command(root / "usr" / "bin" / "mount", python, "simcommands.mounts", "mount_main")
     _write_command(root / "usr" / "bin" / "findmnt", python, "simcommands.mounts", "findmnt_main")
     _write_command(root / "usr" / "bin" / "uname", python, "simhost.kernel", "uname_main")
+    _write_command(root / "usr" / "bin" / "ldd", python, "simcommands.libc", "ldd_main")
     _write_command(root / "usr" / "bin" / "dpkg", python, "simhost.dpkg", "dpkg_main")
     _write_command(root / "usr" / "bin" / "dpkg-query", python, "simhost.dpkg", "dpkg_query_main")
     sim_dpkg.write_database(root, st)
@@ -221,6 +224,10 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, gpu_model: str,
                 "cache-dir = /root/.cache/pip\n"
                 "disable-pip-version-check = true\n")
     sim_venv.copy(cache.venv, cache.venv_origin, venv_dir, pip_conf, seen_as=VENV_DIR)
+    # os.uname() asks this machine's kernel, which no program inside can change: the venv's interpreter reads
+    # the sim's kernel where uname and /proc/version already show it.
+    for site in venv_dir.glob("lib/python*/site-packages"):
+        (site / "sitecustomize.py").write_text(KERNEL_AS_SHOWN)
 
 
 # The seed's machine runs Ubuntu 24.04; the sandbox shows this file as /etc/os-release.
@@ -236,6 +243,26 @@ SUPPORT_URL="https://help.ubuntu.com/"
 BUG_REPORT_URL="https://bugs.launchpad.net/ubuntu/"
 UBUNTU_CODENAME=noble
 """
+
+KERNEL_AS_SHOWN = '''"""os.uname() and platform.uname() with the kernel release and version /proc shows."""
+import os
+
+
+def _uname(_real=os.uname):
+    real = _real()
+    try:
+        with open("/proc/sys/kernel/osrelease") as f:
+            release = f.read().strip()
+        with open("/proc/version") as f:
+            version = f.read().strip()
+    except OSError:
+        return real
+    version = version[version.index(" #") + 1:] if " #" in version else real.version
+    return os.uname_result((real.sysname, real.nodename, release or real.release, version, real.machine))
+
+
+os.uname = _uname
+'''
 
 _COMMAND = """#!{python} -IS
 # {name} of a simulated GPU host; the sim root is found from this file's own location.

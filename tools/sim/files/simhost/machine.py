@@ -31,7 +31,7 @@ GPU_MODELS: dict[str, dict] = {
     "RTX PRO 6000 Blackwell": {
         "name": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "brand": "NVIDIA RTX",
         "architecture": "Blackwell", "compute_cap": "12.0", "sm_count": 188, "l2_cache_mib": 128,
-        "memory_total_mib": 97887, "memory_bandwidth_gbs": 1792, "nvlink": False, "memory_reserved_mib": 611, "bar1_mib": 131072,
+        "memory_total_mib": 97887, "memory_reserved_mib": 611, "bar1_mib": 131072,
         "power_limit_w": 600, "power_min_w": 150, "idle_power_w": 14.0, "idle_pstate": "P8", "fan_percent": 30,
         "ecc": False, "mig": False, "pcie_gen_max": 5, "temperature_c": 30, "min_driver": 570,
         "vbios": "98.02.52.00.02", "device_id": "0x2BB110DE", "sub_system_id": "0x204B10DE",
@@ -41,7 +41,7 @@ GPU_MODELS: dict[str, dict] = {
     },
     "H100 80GB HBM3": {
         "name": "NVIDIA H100 80GB HBM3", "brand": "NVIDIA", "architecture": "Hopper", "compute_cap": "9.0",
-        "sm_count": 132, "l2_cache_mib": 50, "memory_total_mib": 81559, "memory_bandwidth_gbs": 3352, "nvlink": True, "memory_reserved_mib": 551,
+        "sm_count": 132, "l2_cache_mib": 50, "memory_total_mib": 81559, "memory_reserved_mib": 551,
         "bar1_mib": 131072, "power_limit_w": 700, "power_min_w": 200, "idle_power_w": 68.0, "idle_pstate": "P0",
         "fan_percent": None, "ecc": True, "mig": True, "pcie_gen_max": 5, "temperature_c": 29, "min_driver": 520,
         "vbios": "96.00.99.00.01", "device_id": "0x233010DE", "sub_system_id": "0x16C110DE",
@@ -51,7 +51,7 @@ GPU_MODELS: dict[str, dict] = {
     },
     "H200": {
         "name": "NVIDIA H200", "brand": "NVIDIA", "architecture": "Hopper", "compute_cap": "9.0",
-        "sm_count": 132, "l2_cache_mib": 50, "memory_total_mib": 143771, "memory_bandwidth_gbs": 4800, "nvlink": True, "memory_reserved_mib": 551,
+        "sm_count": 132, "l2_cache_mib": 50, "memory_total_mib": 143771, "memory_reserved_mib": 551,
         "bar1_mib": 262144, "power_limit_w": 700, "power_min_w": 200, "idle_power_w": 74.0, "idle_pstate": "P0",
         "fan_percent": None, "ecc": True, "mig": True, "pcie_gen_max": 5, "temperature_c": 31, "min_driver": 550,
         "vbios": "96.00.A5.00.01", "device_id": "0x233510DE", "sub_system_id": "0x18BE10DE",
@@ -61,7 +61,7 @@ GPU_MODELS: dict[str, dict] = {
     },
     "A100-SXM4-80GB": {
         "name": "NVIDIA A100-SXM4-80GB", "brand": "NVIDIA", "architecture": "Ampere", "compute_cap": "8.0",
-        "sm_count": 108, "l2_cache_mib": 40, "memory_total_mib": 81920, "memory_bandwidth_gbs": 2039, "nvlink": True, "memory_reserved_mib": 567,
+        "sm_count": 108, "l2_cache_mib": 40, "memory_total_mib": 81920, "memory_reserved_mib": 567,
         "bar1_mib": 131072, "power_limit_w": 400, "power_min_w": 100, "idle_power_w": 58.0, "idle_pstate": "P0",
         "fan_percent": None, "ecc": True, "mig": True, "pcie_gen_max": 4, "temperature_c": 31, "min_driver": 450,
         "vbios": "92.00.45.00.05", "device_id": "0x20B210DE", "sub_system_id": "0x147F10DE",
@@ -71,7 +71,7 @@ GPU_MODELS: dict[str, dict] = {
     },
     "L40S": {
         "name": "NVIDIA L40S", "brand": "NVIDIA", "architecture": "Ada Lovelace", "compute_cap": "8.9",
-        "sm_count": 142, "l2_cache_mib": 96, "memory_total_mib": 46068, "memory_bandwidth_gbs": 864, "nvlink": False, "memory_reserved_mib": 483,
+        "sm_count": 142, "l2_cache_mib": 96, "memory_total_mib": 46068, "memory_reserved_mib": 483,
         "bar1_mib": 65536, "power_limit_w": 350, "power_min_w": 100, "idle_power_w": 32.0, "idle_pstate": "P8",
         "fan_percent": None, "ecc": True, "mig": False, "pcie_gen_max": 4, "temperature_c": 27, "min_driver": 535,
         "vbios": "95.02.66.00.02", "device_id": "0x26B910DE", "sub_system_id": "0x185110DE",
@@ -80,27 +80,6 @@ GPU_MODELS: dict[str, dict] = {
         "max_clocks_mhz": {"graphics": 2520, "sm": 2520, "memory": 9001, "video": 1965},
     },
 }
-
-# What the server serves, largest first: (weights GiB, GiB of weights read per decoded token). A machine serves the
-# largest that fits its GPUs' memory with room for the KV cache (FIT_SHARE), so a 4x H100 box does not claim
-# to hold a model only eight 96 GB cards can. Sizes are the published checkpoints' (the MoE models read their
-# active experts per token, the dense ones every weight).
-SERVED_MODELS = {  # name: (weights GiB, GiB read per token, layers)
-    "moonshotai/Kimi-K2.5": (554.0, 16.0, 61),  # 1T parameters, 32B active, INT4
-    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": (221.0, 20.5, 94),
-    "meta-llama/Llama-3.1-70B-Instruct": (131.5, 131.5, 80),  # BF16, dense
-    "Qwen/Qwen3-32B": (61.0, 61.0, 64),
-    "Qwen/Qwen3-8B": (15.3, 15.3, 36),
-}
-FIT_SHARE = 0.90  # of the GPUs' memory the weights may take; the rest is the KV cache and activations
-
-
-def served_model_for(gpus: list[dict]) -> str:
-    """The largest model of SERVED_MODELS whose weights fit these GPUs (the smallest when none does)."""
-    total_gib = sum(g["memory_total_mib"] for g in gpus) / 1024
-    fitting = [name for name, (weights, _, _) in SERVED_MODELS.items() if weights <= FIT_SHARE * total_gib]
-    return fitting[0] if fitting else list(SERVED_MODELS)[-1]
-
 
 # Ubuntu 24.04's kernel, as `uname -a` and /proc/version report it on a real install.
 DEFAULT_KERNEL = "6.8.0-60-generic"
@@ -227,5 +206,5 @@ def default_state(*, gpus: int = 8, gpu_model: str = DEFAULT_GPU_MODEL, driver_v
         "free_space_mb": space,
         "gcc": gcc,
         # Standard deviation (tok/s) of the benchmark's run-to-run noise.
-        "bench": {"noise_sd": bench_noise, "model": served_model_for(gpu_table(gpus, key)), "max_running_requests": 48},
+        "bench": {"noise_sd": bench_noise, "model": "moonshotai/Kimi-K2.5", "max_running_requests": 48},
     }

@@ -1,11 +1,7 @@
-"""How fast the simulated server decodes, given what is installed and the machine it runs on.
+"""How fast the simulated server decodes, given what is installed.
 
 The figures are the story's: single-stream output throughput of 89.5 tok/s with torch built for
-CUDA 12.8 on the 12.8 toolkit, 96.1 tok/s with torch for CUDA 13.0 on a 13.x toolkit, for its
-Kimi-K2.5 on eight RTX PRO 6000 cards over PCIe. Another machine scales them by a decode step's
-time there (`step_seconds`: the weights read per token over the GPUs' memory bandwidth, a fixed
-cost per layer, and two all-reduces per layer whose latency is PCIe's or NVLink's), and a model
-whose weights do not fit the GPUs' memory does not load (`check_fits`), as on a real box. Each run
+CUDA 12.8 on the 12.8 toolkit, 96.1 tok/s with torch for CUDA 13.0 on a 13.x toolkit. Each run
 adds noise of a configurable standard deviation (default 0.25 tok/s, clipped at two deviations),
 so a single before/after pair can mislead the way a real one can. Mismatched stacks never get
 here: the fake packages raise the real errors first (torch, sgl_kernel, the JIT's CUDA check).
@@ -25,16 +21,10 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from . import machine
 from . import state as host_state
 
 # Single-stream decode throughput (tok/s) by the CUDA major version torch was built for.
 DECODE_TOK_S = {"12": 89.5, "13": 96.1}
-# The story's machine and model, which DECODE_TOK_S were measured on.
-_REFERENCE = ("RTX PRO 6000 Blackwell", 8, "moonshotai/Kimi-K2.5")
-_BANDWIDTH_USED = 0.7  # of the memory's peak bandwidth a decode step reaches
-_LAYER_S = 25e-6  # launch and small-kernel cost per layer per token
-_ALLREDUCE_S = {False: 65e-6, True: 20e-6}  # one all-reduce's latency over PCIe, over NVLink
 # Tokens per second the server prefills at, for time to first token.
 PREFILL_TOK_S = 2_150.0
 
@@ -44,56 +34,12 @@ def rng() -> random.Random:
     return random.Random(os.urandom(16))
 
 
-class DoesNotFit(Exception):
-    """The model's weights do not fit the GPUs' memory: the server fails while loading them."""
-
-
-def decode_tok_s(root, torch_cuda: str, r: random.Random | None = None, model: str | None = None) -> float:
-    """Single-stream decode tok/s of `model` (default: the one the host serves) on this machine, with noise.
-    DoesNotFit when its weights do not fit the GPUs."""
+def decode_tok_s(root, torch_cuda: str, r: random.Random | None = None) -> float:
     st = host_state.load(root)
     sd = float(st.get("bench", {}).get("noise_sd", 0.25))
-    model = known_model(model) or served_model(root)
-    check_fits(st, model)
     base = DECODE_TOK_S.get(torch_cuda.split(".")[0], DECODE_TOK_S["12"])
-    base *= step_seconds(*_REFERENCE) / step_seconds(st.get("gpu_model") or _REFERENCE[0], len(st.get("gpus") or [1]),
-                                                      model)
     noise = (r or rng()).gauss(0.0, sd) if sd > 0 else 0.0
     return base + max(-2 * sd, min(2 * sd, noise))
-
-
-def known_model(asked: str | None) -> str | None:
-    """The SERVED_MODELS name a --model-path means (a hub id, or a local folder named after one), or None."""
-    if not asked:
-        return None
-    tail = asked.rstrip("/").lower()
-    return next((name for name in machine.SERVED_MODELS if tail == name.lower() or tail.endswith("/" + name.split("/")[-1].lower())
-                 or tail == name.split("/")[-1].lower()), None)
-
-
-def step_seconds(gpu_model: str, gpus: int, model: str) -> float:
-    """One decode step's time for one sequence: tensor parallel over every GPU."""
-    card = machine.GPU_MODELS[gpu_model]
-    _, read_gib, layers = machine.SERVED_MODELS[model]
-    memory = read_gib * 2**30 / (gpus * card["memory_bandwidth_gbs"] * 1e9 * _BANDWIDTH_USED)
-    allreduce = 2 * layers * _ALLREDUCE_S[card["nvlink"]] if gpus > 1 else 0.0
-    return memory + layers * _LAYER_S + allreduce
-
-
-def check_fits(st: dict, model: str) -> None:
-    """DoesNotFit, in the words a server loading the weights fails with, when they need more than the GPUs hold."""
-    gpus = st.get("gpus") or []
-    if not gpus or model not in machine.SERVED_MODELS:
-        return
-    weights_gib = machine.SERVED_MODELS[model][0]
-    per_gpu = gpus[0]["memory_total_mib"] / 1024
-    if weights_gib <= machine.FIT_SHARE * per_gpu * len(gpus):
-        return
-    raise DoesNotFit(f"CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a total capacity of {per_gpu:.2f} "
-                     f"GiB of which 1.12 GiB is free. Including non-PyTorch memory, this process has "
-                     f"{per_gpu - 1.12:.2f} GiB memory in use. Of the allocated memory {per_gpu - 2.3:.2f} GiB is "
-                     f"allocated by PyTorch ({model}: {weights_gib:.0f} GiB of weights over {len(gpus)} GPUs of "
-                     f"{per_gpu:.0f} GiB)")
 
 
 def max_running_requests(root) -> int:

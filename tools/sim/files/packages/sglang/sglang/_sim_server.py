@@ -16,8 +16,10 @@ def start(model=None):
     import sgl_kernel  # noqa: F401
 
     flashinfer.jit.prepare_toolkit()
-    root, simhost = torch._sim_host.host()
+    root, _ = torch._sim_host.host()
+    from simcommands import serving
+
     try:
-        return root, simhost.perf.decode_tok_s(root, torch.version.cuda, model=model)
-    except simhost.perf.DoesNotFit as e:
+        return root, serving.decode_tok_s(root, torch.version.cuda, model=model)
+    except serving.DoesNotFit as e:
         raise torch.OutOfMemoryError(str(e)) from None

@@ -15,9 +15,11 @@ def _start(model=None):
 
     flashinfer.jit.prepare_toolkit()
     root, simhost = torch._sim_host.host()
+    from simcommands import serving
+
     try:
-        return root, simhost.perf, simhost.perf.decode_tok_s(root, torch.version.cuda, model=model)
-    except simhost.perf.DoesNotFit as e:
+        return root, simhost.perf, serving.decode_tok_s(root, torch.version.cuda, model=model)
+    except serving.DoesNotFit as e:
         raise torch.OutOfMemoryError(str(e)) from None
 
 

@@ -1,0 +1,99 @@
+"""What the simulated host serves, and how fast, given its GPUs.
+
+simhost/perf.py has the story's figures: single-stream decode of 89.5 tok/s with torch built for CUDA 12.8,
+96.1 for CUDA 13, for Kimi-K2.5 on eight RTX PRO 6000 cards over PCIe. Another machine scales them by one decode
+step's time there (`step_seconds`: the weights read per token over the GPUs' memory bandwidth, a fixed cost per
+layer, and two all-reduces per layer whose latency is PCIe's or NVLink's). A machine serves the largest model of
+SERVED_MODELS that fits its GPUs' memory with room for the KV cache, so a 4x H100 box does not claim to hold a
+model only eight 96 GB cards can; a benchmark told a model that does not fit fails as loading it does.
+"""
+
+from __future__ import annotations
+
+# name: (weights GiB, GiB read per decoded token, layers), largest first. The published checkpoints' sizes: the
+# MoE models read their active experts per token, the dense ones every weight.
+SERVED_MODELS = {
+    "moonshotai/Kimi-K2.5": (554.0, 16.0, 61),  # 1T parameters, 32B active, INT4
+    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": (221.0, 20.5, 94),
+    "meta-llama/Llama-3.1-70B-Instruct": (131.5, 131.5, 80),  # BF16, dense
+    "Qwen/Qwen3-32B": (61.0, 61.0, 64),
+    "Qwen/Qwen3-8B": (15.3, 15.3, 36),
+}
+FIT_SHARE = 0.90  # of the GPUs' memory the weights may take; the rest is the KV cache and activations
+# Per GPU model (simhost/machine.py's keys): peak memory bandwidth in GB/s, and whether its cards talk over NVLink.
+CARDS = {"RTX PRO 6000 Blackwell": (1792, False), "H100 80GB HBM3": (3352, True), "H200": (4800, True),
+         "A100-SXM4-80GB": (2039, True), "L40S": (864, False)}
+REFERENCE = ("RTX PRO 6000 Blackwell", 8, "moonshotai/Kimi-K2.5")  # the story's machine and model
+_BANDWIDTH_USED = 0.7  # of the memory's peak bandwidth a decode step reaches
+_LAYER_S = 25e-6  # launch and small-kernel cost per layer per token
+_ALLREDUCE_S = {False: 65e-6, True: 20e-6}  # one all-reduce's latency over PCIe, over NVLink
+
+
+class DoesNotFit(Exception):
+    """The model's weights do not fit the GPUs' memory: the server fails while loading them."""
+
+
+def served_model_for(gpus: list[dict]) -> str:
+    """The largest model whose weights fit these GPUs (the smallest when none does)."""
+    total_gib = sum(g["memory_total_mib"] for g in gpus) / 1024
+    fitting = [name for name, (weights, _, _) in SERVED_MODELS.items() if weights <= FIT_SHARE * total_gib]
+    return fitting[0] if fitting else list(SERVED_MODELS)[-1]
+
+
+def served_model(root) -> str:
+    from simhost import perf  # here: the sim's build reads the tables above without the sim's lib on its path
+
+    return perf.served_model(root)
+
+
+def known_model(asked: str | None) -> str | None:
+    """The SERVED_MODELS name a --model-path means (a hub id, or a local folder named after one), or None."""
+    if not asked:
+        return None
+    tail = asked.rstrip("/").lower()
+    for name in SERVED_MODELS:
+        short = name.split("/")[-1].lower()
+        if tail in (name.lower(), short) or tail.endswith("/" + short):
+            return name
+    return None
+
+
+def step_seconds(gpu_model: str, gpus: int, model: str) -> float:
+    """One decode step's time for one sequence, tensor parallel over every GPU."""
+    bandwidth, nvlink = CARDS[gpu_model]
+    _, read_gib, layers = SERVED_MODELS[model]
+    memory = read_gib * 2**30 / (gpus * bandwidth * 1e9 * _BANDWIDTH_USED)
+    allreduce = 2 * layers * _ALLREDUCE_S[nvlink] if gpus > 1 else 0.0
+    return memory + layers * _LAYER_S + allreduce
+
+
+def check_fits(st: dict, model: str) -> None:
+    """DoesNotFit, in the words a server loading the weights fails with, when they need more than the GPUs hold."""
+    gpus = st.get("gpus") or []
+    if not gpus or model not in SERVED_MODELS:
+        return
+    weights_gib = SERVED_MODELS[model][0]
+    per_gpu = gpus[0]["memory_total_mib"] / 1024
+    if weights_gib <= FIT_SHARE * per_gpu * len(gpus):
+        return
+    raise DoesNotFit(f"CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a total capacity of {per_gpu:.2f} "
+                     f"GiB of which 1.12 GiB is free. Including non-PyTorch memory, this process has "
+                     f"{per_gpu - 1.12:.2f} GiB memory in use. Of the allocated memory {per_gpu - 2.3:.2f} GiB is "
+                     f"allocated by PyTorch ({model}: {weights_gib:.0f} GiB of weights over {len(gpus)} GPUs of "
+                     f"{per_gpu:.0f} GiB)")
+
+
+def decode_tok_s(root, torch_cuda: str, model: str | None = None) -> float:
+    """Single-stream decode tok/s of `model` (default: the one the host serves) on this machine, with the story's
+    noise scaled alike. DoesNotFit when its weights do not fit the GPUs."""
+    from simhost import perf
+    from simhost import state as host_state
+
+    st = host_state.load(root)
+    model = known_model(model) or served_model(root)
+    check_fits(st, model)
+    story = perf.decode_tok_s(root, torch_cuda)
+    card = st.get("gpu_model")
+    if card not in CARDS or model not in SERVED_MODELS:
+        return story
+    return story * step_seconds(*REFERENCE) / step_seconds(card, len(st.get("gpus") or [1]), model)
