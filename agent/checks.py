@@ -212,29 +212,14 @@ def _run_one(check: SuccessCheck, goal: Goal, session: Session, cancel: threadin
 
 def _outputs_check(c: OutputsCheck, results: dict) -> CheckResult:
     """What the served model answered under c.label against c.compare_to, as check_outputs recorded both."""
+    from tools.outputs_probe import judge  # lazy: only a goal with an outputs check reads it
+
     after, before = results.get(c.label), results.get(c.compare_to)
     if after is None or before is None:
         missing = [lbl for lbl, r in ((c.label, after), (c.compare_to, before)) if r is None]
         return CheckResult(False, f"no check_outputs result under label {', '.join(repr(m) for m in missing)} "
                                   f"(labels measured: {', '.join(sorted(results)) or 'none'})")
-    unlike = [f"{key} {before.get(key)!r} then {after.get(key)!r}" for key in ("model", "max_tokens")
-              if before.get(key) != after.get(key)]
-    if unlike:  # another model's answers, or longer ones, differ whatever the upgrade did
-        return CheckResult(False, f"{c.label} and {c.compare_to} were not asked alike ({', '.join(unlike)}): their "
-                                  "outputs cannot be compared")
-    differing = [i for i, (a, b) in enumerate(zip(after["outputs"], before["outputs"])) if a != b]
-    same = after["digest"] == before["digest"]
-    drop = round(before["accuracy"] - after["accuracy"], 4)
-    said = (f"{c.label}: {after['correct']}/{after['questions']} right, {c.compare_to}: {before['correct']}/"
-            f"{before['questions']}; " + ("the same outputs" if same else
-                                          f"{len(differing)} of {len(after['outputs'])} outputs differ "
-                                          f"(prompts {', '.join(map(str, differing))})"))
-    if c.same and not same:
-        return CheckResult(False, said + "; the check asks for the same outputs")
-    if drop > c.max_accuracy_drop:
-        return CheckResult(False, said + f"; the score dropped by {drop:.2%}, more than the {c.max_accuracy_drop:.2%} "
-                                         "allowed")
-    return CheckResult(True, said)
+    return CheckResult(*judge(after, before, c.same, c.max_accuracy_drop, (c.label, c.compare_to)))
 
 
 def _last(text: str) -> str:

@@ -13,104 +13,23 @@ the loopback endpoint only, as a read (the read sandbox relays the port the endp
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 import shlex
 
 from pydantic import BaseModel, Field
 
 from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError
 from tools.hosts import HostError
+from tools.outputs_probe import ANSWERS, PROMPTS, client_argv, last_json, printable, read_answers, unlike
 
 STORE_KEY = "check_outputs"  # ctx.store[STORE_KEY][label] -> that label's result, as a dict
-_EXAMPLE = "Q: What is 2 + 3?\nA: 5\n"
-# (a, op, b): arithmetic with one right answer each, asked after one worked example
-QUESTIONS = ((17, "+", 25), (38, "+", 47), (3, "*", 14), (91, "-", 56), (12, "*", 12), (250, "+", 175),
-             (64, "-", 29), (7, "*", 8), (123, "+", 456), (81, "-", 18), (15, "*", 6), (999, "+", 1))
-FREE_TEXT = ("Explain in one sentence what a KV cache stores.",
-             "Name three things to check after upgrading a CUDA toolkit.",
-             "Write a haiku about GPUs.",
-             "What does greedy decoding mean?")
-PROMPTS = tuple(f"{_EXAMPLE}Q: What is {a} {op} {b}?\nA:" for a, op, b in QUESTIONS) + FREE_TEXT
-ANSWERS = tuple(a + b if op == "+" else a - b if op == "-" else a * b for a, op, b in QUESTIONS)
-
-# Runs on the host with its python3 (3.6+, standard library): argv endpoint, model ("" = the server's first),
-# max_tokens, the whole check's seconds, prompts as JSON. Prints one JSON line: the model and every output, or
-# the problem. It follows no redirect (a read asks the endpoint it was given, nothing else), reads no answer past
-# MAX_ANSWER_BYTES, and stops at one deadline for every request together, however slowly a server drips.
-CLIENT = r"""
-import json, sys, time, urllib.error, urllib.request
-endpoint, model, limit, budget, prompts = sys.argv[1].rstrip("/"), sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), json.loads(sys.argv[5])
-deadline, MAX_ANSWER_BYTES = time.monotonic() + budget, 4 << 20
-class Answered(Exception):
-    pass
-class NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        raise Answered("answered %s %s with a redirect (HTTP %d) to %s, which check_outputs does not follow: give "
-                       "the endpoint the server itself listens on" % (req.get_method(), req.selector, code, newurl[:200]))
-opener = urllib.request.build_opener(NoRedirect)
-def left():
-    s = deadline - time.monotonic()
-    if s <= 0:
-        raise TimeoutError("no whole answer within the check's timeout (%g s for all %d prompts)" % (budget, len(prompts)))
-    return s
-def call(path, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(endpoint + path, data=data, headers={"Content-Type": "application/json"})
-    try:
-        r = opener.open(req, timeout=left())
-    except urllib.error.HTTPError as e:
-        raise Answered("answered %s %s with HTTP %d: %r" % (req.get_method(), path, e.code, e.read(300).decode("utf-8", "replace")))
-    with r:
-        got = b""
-        while True:
-            left()
-            chunk = r.read1(65536)
-            if not chunk:
-                break
-            got += chunk
-            if len(got) > MAX_ANSWER_BYTES:
-                raise Answered("answered %s %s with more than %d bytes: not a completion of a few tokens" % (req.get_method(), path, MAX_ANSWER_BYTES))
-    try:
-        return json.loads(got.decode("utf-8"))
-    except (ValueError, RecursionError) as e:
-        raise Answered("answered %s %s with something that is not JSON (%s): %r" % (req.get_method(), path, type(e).__name__, got[:200]))
-done = []
-try:
-    if not model:
-        listed = call("/v1/models")
-        try:
-            model = listed["data"][0]["id"]
-            assert isinstance(model, str) and model
-        except Exception:
-            raise Answered("answered GET /v1/models with no model's id (data[0].id): %r" % (json.dumps(listed)[:200],))
-    for i, p in enumerate(prompts):
-        answer = call("/v1/completions", {"model": model, "prompt": p, "max_tokens": limit, "temperature": 0,
-                                         "top_p": 1, "seed": 0})
-        try:
-            text = answer["choices"][0]["text"]
-            assert isinstance(text, str)
-        except Exception:
-            raise Answered("answered prompt %d with no completion's text (choices[0].text as a string): %r" % (i, json.dumps(answer)[:200]))
-        if len(text) > 64 * limit + 256:
-            raise Answered("answered prompt %d with %d characters, more than %d tokens can make: not a completion" % (i, len(text), limit))
-        done.append(text)
-    print(json.dumps({"model": model, "outputs": done}))
-except Answered as e:
-    print(json.dumps({"answered": str(e), "prompts_done": len(done)}))
-    sys.exit(1)
-except Exception as e:
-    print(json.dumps({"error": "%s: %s" % (type(e).__name__, e), "prompts_done": len(done)}))
-    sys.exit(1)
-"""
+ENDPOINT = r"^https?://(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}/?$"  # on the host's loopback, nothing after the port
 # A label names a set of outputs in the record and in the operator's report: plain words, as run_bench's.
 LABEL = r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,63}$"
 
 
 class CheckOutputsArgs(StrictArgs):
     host: str = Field(description="Name of the host to run on, exactly as the session lists it.")
-    endpoint: str = Field(pattern=r"^https?://(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}/?$",
+    endpoint: str = Field(pattern=ENDPOINT,
                           description="The serving engine's OpenAI-compatible endpoint on the host's loopback, e.g. "
                                       "http://127.0.0.1:30000 (sglang's default port; vLLM's is 8000).")
     label: str = Field(pattern=LABEL, description="Name to keep these outputs under, e.g. 'before' or 'after' (letters, "
@@ -182,30 +101,22 @@ class CheckOutputs(Tool):
                             f"{', '.join(map(repr, labels)) or 'none yet'}); a baseline is taken before the first "
                             "change: compare to one of those, or leave compare_to out")
         if baseline is not None:
-            unlike = _unlike(baseline, args.model, args.max_tokens)
-            if unlike:
-                raise ToolError(f"{args.compare_to!r} was asked {unlike}: outputs of other settings differ anyway, so "
+            asked = unlike(baseline, args.model, args.max_tokens)
+            if asked:
+                raise ToolError(f"{args.compare_to!r} was asked {asked}: outputs of other settings differ anyway, so "
                                 "compare with the same model and max_tokens")
         try:
             host = ctx.hosts.get(args.host)
-            python = host.spec.python or "python3"
-            command = " ".join([shlex.quote(python), "-I", "-c", shlex.quote(CLIENT), shlex.quote(args.endpoint),
-                                shlex.quote(args.model or ""), str(args.max_tokens), f"{args.timeout:g}",
-                                shlex.quote(json.dumps(PROMPTS))])
-            r = host.run(command, timeout=args.timeout + 30, cancel=ctx.cancel)
+            argv = client_argv(host.spec.python or "python3", args.endpoint, args.model, args.max_tokens, args.timeout)
+            r = host.run(shlex.join(argv), timeout=args.timeout + 30, cancel=ctx.cancel)
         except HostError as e:
             raise ToolError(str(e)) from None
-        said = _last_json(r.stdout)
+        said = last_json(r.stdout)
         if r.exit_code != 0 or said is None or not isinstance(said.get("outputs"), list):
             raise ToolError(self._failure(args, r, said or {}))
-        outputs = [_whole(str(o)) for o in said["outputs"]]
-        correct = sum(1 for out, answer in zip(outputs, ANSWERS) if _first_number(out) == answer)
-        result = CheckOutputsResult(
-            host=args.host, endpoint=args.endpoint, label=args.label, model=printable(str(said.get("model", "")), 256),
-            max_tokens=args.max_tokens, prompts=len(outputs), accuracy=round(correct / len(ANSWERS), 4),
-            correct=correct, questions=len(ANSWERS),
-            digest=hashlib.sha256(json.dumps(outputs).encode()).hexdigest(),
-            outputs=[ctx.redact(o[:400]) for o in outputs])
+        answers = read_answers(said, args.max_tokens)
+        answers["outputs"] = [ctx.redact(o[:400]) for o in answers["outputs"]]
+        result = CheckOutputsResult(host=args.host, endpoint=args.endpoint, label=args.label, **answers)
         if baseline is not None:
             result.comparison = compare(result, args.compare_to, baseline)
         labels[args.label] = result.model_dump(mode="json")
@@ -237,25 +148,15 @@ class CheckOutputs(Tool):
         return "\n".join(lines)
 
 
-def _unlike(baseline: dict, model: str | None, max_tokens: int) -> str:
-    """How the baseline was asked differently ('' when alike): another model, or another max_tokens."""
-    unlike = []
-    if model and baseline.get("model") and model != baseline["model"]:
-        unlike.append(f"of model {baseline['model']!r}, not {model!r}")
-    if baseline.get("max_tokens") not in (None, max_tokens):
-        unlike.append(f"for {baseline['max_tokens']} tokens, not {max_tokens}")
-    return " and ".join(unlike)
-
-
 def compare(result: CheckOutputsResult, compare_to: str, baseline: dict) -> OutputsComparison:
     before = [str(o) for o in baseline.get("outputs", [])]
     differing = [i for i, out in enumerate(result.outputs) if i >= len(before) or before[i] != out]
     change = round(result.accuracy - float(baseline.get("accuracy", 0.0)), 4)
-    unlike = _unlike(baseline, result.model, result.max_tokens)
-    if unlike:  # the server's first model changed since the baseline: its answers are another model's
+    asked = unlike(baseline, result.model, result.max_tokens)
+    if asked:  # the server's first model changed since the baseline: its answers are another model's
         return OutputsComparison(compare_to=compare_to, same_outputs=False, differing=differing, comparable=False,
                                  accuracy_before=float(baseline.get("accuracy", 0.0)), accuracy_change=change,
-                                 verdict=f"not comparable: {compare_to} was asked {unlike}")
+                                 verdict=f"not comparable: {compare_to} was asked {asked}")
     same = result.digest == baseline.get("digest") and not differing
     if same:
         verdict = f"the same outputs as {compare_to}, prompt for prompt"
@@ -269,29 +170,3 @@ def compare(result: CheckOutputsResult, compare_to: str, baseline: dict) -> Outp
                              accuracy_before=float(baseline.get("accuracy", 0.0)), accuracy_change=change,
                              verdict=verdict)
 
-
-def printable(text: str, limit: int) -> str:
-    """What a server said, safe to show anywhere: cut at `limit`, every character that is not printable (controls,
-    bidi and other format characters, lone surrogates) written as its code point."""
-    return "".join(ch if ch.isprintable() else f"<U+{ord(ch):04X}>" for ch in text[:limit])
-
-
-def _whole(text: str) -> str:
-    """An output with each lone surrogate (a server's invalid escape) as U+FFFD: it must encode as UTF-8 wherever
-    the record goes."""
-    return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
-
-
-def _first_number(text: str) -> int | None:
-    found = re.search(r"-?\d+", text)
-    return int(found.group()) if found else None
-
-
-def _last_json(text: str) -> dict | None:
-    for line in reversed(text.strip().splitlines()):
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        return value if isinstance(value, dict) else None
-    return None

@@ -38,8 +38,9 @@ class DrainArgs(StrictArgs):
     scheduler: Literal["slurm", "kubernetes"]
     node: str | None = Field(default=None, description="the node's name in the scheduler (default: the host's name)")
     reason: str = Field(min_length=1, max_length=120, pattern=REASON,
-                        description="why, as the scheduler shows it (prefixed with 'upgrade-agent: ' and followed by "
-                                    "the call's drain_id)")
+                        description="why, as the scheduler shows it: Slurm's drain reason becomes 'upgrade-agent: "
+                                    "REASON #DRAIN_ID'; Kubernetes keeps 'REASON #DRAIN_ID' in the node's "
+                                    "upgrade-agent/drained annotation (a cordon has no reason)")
     timeout: float = Field(default=3600, gt=0, le=86_400,
                            description="seconds to wait for the node's running jobs (pods) to finish")
 
@@ -63,7 +64,7 @@ class DrainResult(BaseModel):
     reason_set: str | None  # the reason (Slurm) or annotation (Kubernetes) now on the node
     state_before: str
     reason_before: str | None
-    jobs_at_start: int
+    jobs_at_start: int | None  # jobs (Slurm) or pods (Kubernetes) on the node when the drain began; None: not read
     waited_s: float
 
 
@@ -183,14 +184,22 @@ class DrainNode(Tool):
                                state_before="cordoned", reason_before=mark, jobs_at_start=0, waited_s=0.0)
         q = shlex.quote(node)
         value = _mark(args.reason, drain_id)
+        pods = _kube_pods(ctx, host, node)
         # The annotation first: a cordon seen without it is someone else's, and would never be undone.
         _run(ctx, host, f"kubectl annotate node {q} --overwrite {shlex.quote(ANNOTATION + '=' + value)}")
         _run(ctx, host, f"kubectl cordon {q}")
         _run(ctx, host, f"kubectl drain {q} --ignore-daemonsets --delete-emptydir-data --timeout={int(args.timeout)}s",
              timeout=args.timeout + 60)
         return DrainResult(node=node, scheduler="kubernetes", drained_by_us=True, drain_id=drain_id, reason_set=value,
-                           state_before="schedulable", reason_before=mark, jobs_at_start=0,
+                           state_before="schedulable", reason_before=mark, jobs_at_start=pods,
                            waited_s=round(time.monotonic() - began, 2))
+
+
+def _kube_pods(ctx: ToolContext, host, node: str) -> int | None:
+    """The pods on the node (DaemonSets' too), as inspect_host counts them; None where kubectl does not say."""
+    r = host.run(f"kubectl get pods --all-namespaces --field-selector spec.nodeName={shlex.quote(node)} -o name",
+                 timeout=60, cancel=ctx.cancel)
+    return len([ln for ln in r.stdout.splitlines() if ln.strip()]) if r.exit_code == 0 else None
 
 
 class UndrainNode(Tool):

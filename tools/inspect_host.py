@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from tools import schedulers
 from tools.base import Action, Risk, RiskClass, StrictArgs, Tool, ToolContext, ToolError
 from tools.hosts import HostError
+from tools.sandbox import outside_the_sandbox
 from tools.schedulers import Scheduler
 
 MARK = "@@upgrade-agent-section@@"
@@ -49,7 +50,7 @@ print(json.dumps(out))
 """
 
 
-def _script(cuda_root: str, python: str, disk_paths: list[str], node: str = "") -> str:
+def _script(cuda_root: str, python: str, disk_paths: list[str]) -> str:
     r = shlex.quote(cuda_root)
     sections = {
         "os": "cat /etc/os-release 2>/dev/null; echo; echo KERNEL=$(uname -srm)",
@@ -75,8 +76,6 @@ def _script(cuda_root: str, python: str, disk_paths: list[str], node: str = "") 
         # exist, so rows of one df over several paths would pair with the wrong path.
         "disk": "for p in " + " ".join(shlex.quote(p) for p in disk_paths) + "; do "
                 "echo \"$p $(df -P -k \"$p\" 2>/dev/null | tail -n +2 | head -n 1)\"; done",
-        # Whether it is a node of a Slurm or Kubernetes cluster (tools/schedulers.py).
-        "scheduler": schedulers.script(node) if node else "",
     }
     # The two slow sections (each starts the interpreter; the probe imports torch, pip its whole CLI) start
     # first, side by side, each into a pipe the shell reads when its turn comes: an inspection takes as long
@@ -223,13 +222,40 @@ class InspectHost(Tool):
             raise ToolError(str(e)) from None
         python = args.python or host.spec.python or "python3"
         cuda_root, disk_paths = "/usr/local", ["/tmp", "/usr/local", "/var/tmp"]
-        r = host.run(_script(cuda_root, python, disk_paths, node=args.host), timeout=120, cancel=ctx.cancel)
+        # The scheduler's clients ask their controller over the network, which the read sandbox withholds: they
+        # run beside the rest, outside it. The lines are ours (the node's name quoted), never a model's.
+        asked = _Beside(lambda: outside_the_sandbox(ctx.hosts, args.host).run(
+            schedulers.script(args.host), timeout=60, cancel=ctx.cancel))
+        r = host.run(_script(cuda_root, python, disk_paths), timeout=120, cancel=ctx.cancel)
+        scheduler = asked.result()
         if r.cancelled:
             raise ToolError(f"inspecting {args.host} was cancelled {ctx.cancel_reason()}: no facts were gathered")
         if r.connection_lost or r.timed_out:
             raise ToolError(f"inspecting {args.host} did not finish: "
                             f"{'connection lost' if r.connection_lost else 'timed out after 120 s'}")
-        return parse_inspection(r.stdout, host=args.host, cuda_root=cuda_root, python=python, disk_paths=disk_paths)
+        said = r.stdout + (f"{MARK} scheduler\n{scheduler.stdout}" if scheduler is not None else "")
+        return parse_inspection(said, host=args.host, cuda_root=cuda_root, python=python, disk_paths=disk_paths)
+
+
+class _Beside:
+    """A call run in a thread of its own while the caller does the rest; its result, or None where it failed."""
+
+    def __init__(self, call):
+        import threading
+
+        self._result = None
+        self._thread = threading.Thread(target=self._run, args=(call,), daemon=True)
+        self._thread.start()
+
+    def _run(self, call) -> None:
+        try:
+            self._result = call()
+        except HostError:
+            self._result = None
+
+    def result(self):
+        self._thread.join()
+        return self._result
 
 
 def _pip_indexes(section: str) -> list[str]:

@@ -37,7 +37,7 @@ STEP_TOOLS = ("install_runfile", "pip_install", "ssh_exec")  # the steps a playb
 HELPER = Path(__file__).with_name("playbook_helper.py")
 _TOOLS = Path(__file__).parents[2] / "tools"
 CARRIED = (_TOOLS / "bench_parsers.py", _TOOLS / "system_state.py", _TOOLS / "toolkit_sizes.py",
-           _TOOLS / "restore_plan.py", Path(__file__).with_name("stats.py"))
+           _TOOLS / "restore_plan.py", _TOOLS / "outputs_probe.py", Path(__file__).with_name("stats.py"))
 # The upgrade_agent_sim connection: `ANSIBLE_CONNECTION_PLUGINS=<this>` runs a playbook on simulated hosts.
 CONNECTION_PLUGINS = Path(__file__).with_name("ansible_plugins") / "connection"
 PLACEHOLDER_HOST = "each-host"  # the host a step's arguments are checked for: any host of the inventory
@@ -281,6 +281,8 @@ def check_recipe(recipe: Recipe) -> Plan:
                 raise ExportError(f"check {n}: a success check must be read-only, and `{check.command.run}` is "
                                   f"{risk.cls.value} ({risk.reason})")
             checks.append(("check_command", check.command.model_dump(mode="json", exclude={"host"})))
+        elif check.outputs is not None:
+            continue  # judged after the answers are asked again (the playbook's outputs_gate task)
         else:
             raise ExportError(f"check {n}: a throughput check is the benchmark's gate in a recipe, not a check")
     if recipe.benchmark is not None:
@@ -365,6 +367,11 @@ def playbook(recipe: Recipe, *, source: str, canary: int, batch: int, max_fail: 
     if bench is not None:
         block.append(_helper_task("benchmark before", "bench", bench, "before", register="upgrade_bench_before",
                                   comments=["read-only: a benchmark workload"]))
+    answers = recipe.outputs.model_dump(mode="json") if recipe.outputs else None
+    if answers is not None:
+        block.append(_helper_task("the served model's answers before", "outputs", answers, "before",
+                                  register="upgrade_answers_before",
+                                  comments=["read-only: check_outputs' prompts, greedy, on the host's loopback"]))
     for n, (tool_name, values, rule) in enumerate(plan.steps, 1):
         name = f"step {n} of {len(plan.steps)}: {tool_name}"
         if tool_name == "ssh_exec":
@@ -388,6 +395,15 @@ def playbook(recipe: Recipe, *, source: str, canary: int, batch: int, max_fail: 
                                   f"at {recipe.benchmark.gate.confidence:.0%} (a bootstrap interval)", "gate", bench,
                                   "{{ upgrade_bench_before.stdout_lines | last }}",
                                   "{{ upgrade_bench_after.stdout_lines | last }}", register="upgrade_gate"))
+    for n, check in enumerate([c.outputs for c in recipe.checks if c.outputs is not None], 1):
+        if n == 1:
+            block.append(_helper_task("the served model's answers after", "outputs", answers, "after",
+                                      register="upgrade_answers_after"))
+        rule = "the same outputs as before" if check.same else \
+            f"a score at most {check.max_accuracy_drop:.2%} below before's"
+        block.append(_helper_task(f"answers check: {rule}", "outputs_gate", check.model_dump(mode="json"),
+                                  "{{ upgrade_answers_before.stdout_lines | last }}",
+                                  "{{ upgrade_answers_after.stdout_lines | last }}", register=f"upgrade_answers_{n}"))
     rescue = [
         _helper_task("rollback: restore the host from its backup", "restore", plan.restore,
                      "{{ (upgrade_backup.stdout | from_json).backup_dir }}", register="upgrade_restore",

@@ -68,6 +68,7 @@ class RecipeModel:
         self.failed: str | None = None  # why the host failed before its checks, if it did
         self.backup_id: str | None = None
         self.bench: dict[str, dict] = {}  # label -> run_bench data
+        self.answers: dict[str, dict] = {}  # label -> check_outputs data
         self.changed = 0  # steps that ended ok
         self.begun = 0  # steps started (a step ends even when an interrupt comes while it runs)
         self.rolled_back: bool | None = None
@@ -169,6 +170,9 @@ class RecipeModel:
         if recipe.benchmark is not None:
             seen = yield from self._must("run_bench", recipe.benchmark.call(h, "before"), "the benchmark before")
             self.bench["before"] = seen.data
+        if recipe.outputs is not None:
+            seen = yield from self._must("check_outputs", recipe.outputs.call(h, "before"), "the answers before")
+            self.answers["before"] = seen.data
         for i, step in enumerate(recipe.steps, start=1):
             if self._stopped():
                 yield ("final", f"stopped before step {i} ({step.tool}): the rollout was interrupted")
@@ -179,6 +183,9 @@ class RecipeModel:
         if recipe.benchmark is not None:
             seen = yield from self._must("run_bench", recipe.benchmark.call(h, "after"), "the benchmark after")
             self.bench["after"] = seen.data
+        if recipe.outputs is not None:
+            seen = yield from self._must("check_outputs", recipe.outputs.call(h, "after"), "the answers after")
+            self.answers["after"] = seen.data
         yield ("final", f"applied: {len(recipe.steps)} step{'s' * (len(recipe.steps) != 1)} ran")
 
     def _undrain(self):
@@ -240,6 +247,18 @@ class HostOutcome:
 def host_goal(recipe: Recipe, entry: HostEntry) -> Goal:
     return Goal(goal=recipe.goal, hosts=[entry], authorizations=recipe.rules_for(entry.name),
                 budget=Budget(turns=recipe.turns()), success=recipe.checks)
+
+
+def without_answers(goal: Goal) -> Goal:
+    """The goal's checks but those of the served model's answers: a host already at the target changes nothing, so
+    it has no answers before a change to compare with."""
+    return goal.model_copy(update={"success": [c for c in goal.success if c.outputs is None]})
+
+
+def answers_said(model: RecipeModel) -> str:
+    """What check_outputs found after the steps, against before, as the host's reason says it ('' without it)."""
+    verdict = ((model.answers.get("after") or {}).get("comparison") or {}).get("verdict")
+    return f", answers: {verdict}" if verdict else ""
 
 
 def last_line_hash(path: Path) -> str | None:

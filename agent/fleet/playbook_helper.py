@@ -31,6 +31,7 @@ try:  # in the playbook, the text of these modules comes before this one
 except NameError:
     from agent.fleet.stats import bootstrap_gate
     from tools.bench_parsers import ParseError, default_metric, higher_is_better, read_metric
+    from tools.outputs_probe import client_argv, judge, last_json, printable, read_answers
     from tools.restore_plan import (
         KEEP,
         configured_index_urls,
@@ -412,6 +413,29 @@ def gate(a: dict, before: str, after: str) -> dict:
     return {"changed": False, **result.as_dict()}
 
 
+# --------------------------------------------------------------------------- the served model's answers
+
+
+def outputs(a: dict, label: str) -> dict:
+    """What the served model answers to check_outputs' prompts, asked and read as the tool does
+    (tools/outputs_probe.py, carried before this script)."""
+    max_tokens, timeout = int(a.get("max_tokens") or 24), float(a.get("timeout") or 300)
+    r = run(client_argv(sys.executable, a["endpoint"], a.get("model"), max_tokens, timeout), timeout=timeout + 30)
+    answered = last_json(out(r)) or {}
+    if r.returncode != 0 or not isinstance(answered.get("outputs"), list):
+        why = answered.get("answered") or answered.get("error") or said(r)
+        raise Failed(f"the served model's answers ({label}) at {a['endpoint']}: {printable(str(why), 300)}")
+    return {"changed": False, "label": label, **read_answers(answered, max_tokens)}
+
+
+def outputs_gate(a: dict, before: str, after: str) -> dict:
+    ok, detail = judge(json.loads(after), json.loads(before), bool(a.get("same")),
+                       float(a.get("max_accuracy_drop") or 0.0), ("after", "before"))
+    if not ok:
+        raise Failed(f"the answers check failed: {detail}")
+    return {"changed": False, "detail": detail}
+
+
 # --------------------------------------------------------------------------- drain
 
 
@@ -491,6 +515,8 @@ COMMANDS = {
     "check_command": lambda v, rest: check_command(v),
     "bench": lambda v, rest: bench(v, rest[0]),
     "gate": lambda v, rest: gate(v, rest[0], rest[1]),
+    "outputs": lambda v, rest: outputs(v, rest[0]),
+    "outputs_gate": lambda v, rest: outputs_gate(v, rest[0], rest[1]),
     "drain": lambda v, rest: drain(v, rest[0]),
     "undrain": lambda v, rest: undrain(v, rest[0], rest[1]),
 }

@@ -12,7 +12,8 @@ fleet needs to do the same on other hosts, and no more:
   becomes a rule for exactly that call), on every host (`host: "*"`), and one for restoring the
   host's own backup, which is how a failed host is rolled back.
 - checks: the success checks the canary passed; the benchmark: the canary's before/after command,
-  with a statistical gate in place of a throughput check.
+  with a statistical gate in place of a throughput check; outputs: the serving endpoint the canary asked
+  check_outputs of, before and after, with an `outputs` check that each host answers as it did before.
 
 Nothing comes from what the model said: every field is read from the record's calls, decisions,
 results and checks.
@@ -26,9 +27,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agent.goal import TOO_DEEP, SuccessCheck, TooManyValues, check_tool_authorization, plain_values
+from agent.goal import TOO_DEEP, OutputsCheck, SuccessCheck, TooManyValues, check_tool_authorization, plain_values
 from agent.input_files import InputFileError, read_text_file
 from agent.safety.authorizations import Authorization
+from tools.check_outputs import ENDPOINT
 from tools.drain_node import REASON as DRAIN_REASON
 from tools.pip_install import UNMET
 
@@ -116,6 +118,22 @@ class Benchmark(BaseModel):
                 "env": dict(env) or None, "cwd": self.cwd, **({"compare_to": "before"} if label == "after" else {})}
 
 
+class Outputs(BaseModel):
+    """What the served model answers, asked on each host before its first step and after its last (check_outputs);
+    the recipe's `outputs` check judges the two, and a host whose answers fail it is restored."""
+
+    model_config = ConfigDict(extra="forbid")
+    endpoint: str = Field(pattern=ENDPOINT)
+    model: str | None = None
+    max_tokens: int = Field(24, ge=1, le=256)
+    timeout: float = Field(300, gt=0, le=3600)
+
+    def call(self, host: str, label: str) -> dict:
+        args = {"host": host, "endpoint": self.endpoint, "label": label, "max_tokens": self.max_tokens,
+                "timeout": self.timeout, **({"model": self.model} if self.model else {})}
+        return {**args, "compare_to": "before"} if label == "after" else args
+
+
 class Drain(BaseModel):
     """Take each host out of its scheduler after its backup and before its first benchmark; put it back
     once it is upgraded or rolled back (never when its rollback failed, and never one someone else drained)."""
@@ -158,6 +176,7 @@ class Recipe(BaseModel):
     authorizations: list[Authorization] = Field(default_factory=list)
     checks: list[SuccessCheck] = Field(default_factory=list)
     benchmark: Benchmark | None = None
+    outputs: Outputs | None = None
     drain: Drain | None = None
     budget_turns: int = Field(0, ge=0)  # 0: the steps and the fleet's own calls, with room
 
@@ -171,13 +190,19 @@ class Recipe(BaseModel):
                                  "or `*` for every host of the rollout")
             if a.tool is not None:
                 a.args = check_tool_authorization(i, a.tool, a.args)
-        for i, check in enumerate(self.checks):
-            if check.outputs is not None:
-                # A rollout takes no check_outputs samples yet: the check would hold every host's first change
-                # for a "before" that never comes (the gate's no-baseline rule), after --check said it would run.
-                raise ValueError(f"checks[{i}]: an `outputs` check is not one a fleet can run yet: agent fleet asks "
-                                 "no served model before and after; check the answers on the canary with agent run "
-                                 "(its goal's `outputs` check), and leave this one out of the recipe")
+        judged = [i for i, check in enumerate(self.checks) if check.outputs is not None]
+        for i in judged:
+            c = self.checks[i].outputs
+            if (c.label, c.compare_to) != ("after", "before"):
+                raise ValueError(f"checks[{i}]: a recipe's `outputs` check compares label 'after' with 'before' (the "
+                                 f"labels each host's answers are kept under), not {c.label!r} with {c.compare_to!r}")
+            if self.outputs is None:
+                raise ValueError(f"checks[{i}]: an `outputs` check needs the recipe's `outputs:` (the serving "
+                                 "endpoint each host is asked at before and after, e.g. {endpoint: "
+                                 "'http://127.0.0.1:30000'})")
+        if self.outputs is not None and not judged:
+            raise ValueError("outputs: the served model is asked before and after, and no check judges its answers: "
+                             "add `- outputs: {same: true}` (or max_accuracy_drop) to checks, or leave outputs out")
         return self
 
     def rules_for(self, host: str) -> list[Authorization]:
@@ -283,6 +308,7 @@ def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
                 min_ratio = spec.get("min_ratio")
             else:
                 checks.append(SuccessCheck.model_validate({e["kind"]: spec}))
+    outputs, checks = _outputs(calls, results, ran, checks)
     first = results[before[0]]["data"]
     ended = [e for e in (judged[-1] if judged else []) if e["type"] == "final_state" and e.get("host") == host
              and isinstance(e.get("inspect"), dict)]
@@ -293,7 +319,7 @@ def recipe_from_transcript(path: Path, host: str | None = None) -> Recipe:
         preconditions=Preconditions(**facts_of(first)),
         target=_what_changed(facts_of(first), facts_of(ended[-1]["inspect"])) if ended else None,
         backup=backup_args, steps=steps, restore=restore, authorizations=used_rules, checks=checks,
-        benchmark=_benchmark(calls, results, ran, min_ratio), drain=drain,
+        benchmark=_benchmark(calls, results, ran, min_ratio), outputs=outputs, drain=drain,
     )
 
 
@@ -331,7 +357,7 @@ def recipe_edits(recipe: Recipe) -> list[str]:
             was = getattr(theirs, key)
             if value != was:
                 out.append(f"{name}.{key} is {value!r} in the recipe, {was!r} in the canary's record")
-    for name in ("steps", "backup", "restore", "checks", "authorizations", "benchmark", "drain"):
+    for name in ("steps", "backup", "restore", "checks", "authorizations", "benchmark", "outputs", "drain"):
         if _plain(getattr(recipe, name)) != _plain(getattr(fresh, name)):
             out.append(f"{name}: edited since it was read from the canary's record")
     return out
@@ -418,6 +444,32 @@ def _benchmark(calls: dict, results: dict, ran: list, min_ratio: float | None) -
                      gate=Gate(max_drop_percent=drop))
 
 
+def _outputs(calls: dict, results: dict, ran: list,
+             checks: list[SuccessCheck]) -> tuple[Outputs | None, list[SuccessCheck]]:
+    """The endpoint the canary asked check_outputs of before and after, and the checks with the outputs check a
+    recipe keeps: the canary's own, under the labels each host uses; or, where its goal had none, one that asks
+    each host to answer as the canary did (the same outputs where its were, else no lower a score)."""
+    asked = [(k, calls[k]["arguments"]) for k in ran if calls[k]["tool"] == "check_outputs"]
+    judged = [c.outputs for c in checks if c.outputs is not None]
+    rest = [c for c in checks if c.outputs is None]
+    later = next((a for _, a in reversed(asked) if a.get("compare_to")), None)
+    names = (judged[-1].label, judged[-1].compare_to) if judged else \
+        (later["label"], later["compare_to"]) if later else None
+    after = next(((k, a) for k, a in reversed(asked) if names and a.get("label") == names[0]), None)
+    before = next((a for k, a in asked if names and after and a.get("label") == names[1] and k < after[0]), None)
+    if after is None or before is None or before.get("endpoint") != after[1].get("endpoint"):
+        return None, rest + [SuccessCheck(outputs=c) for c in judged]  # the recipe's load says what is missing
+    a = after[1]
+    probe = Outputs(endpoint=a["endpoint"], model=a.get("model"), max_tokens=a.get("max_tokens") or 24,
+                    timeout=a.get("timeout") or 300)
+    if judged:
+        kept = [c.model_copy(update={"label": "after", "compare_to": "before"}) for c in judged]
+    else:
+        same = (((results[after[0]].get("data") or {}).get("comparison") or {}).get("same_outputs"))
+        kept = [OutputsCheck(same=True) if same else OutputsCheck(max_accuracy_drop=0.0)]
+    return probe, rest + [SuccessCheck(outputs=c) for c in kept]
+
+
 def _last_hash(path: Path) -> str:
     import hashlib
 
@@ -443,9 +495,10 @@ def dump_recipe(recipe: Recipe) -> str:
     head = ["# A recipe for `agent fleet RECIPE.yaml --inventory INV`: read it before you roll it out.",
             f"# Learned from {learned.transcript} (host {learned.host}, verdict {learned.verdict})." if learned else
             "# Written by hand.",
-            "# Each host: preflight (its facts must match `preconditions`), a verified backup, the benchmark",
-            "# before, the steps (the gate allows each only by `authorizations`), the checks, the benchmark after",
-            "# and its gate; a host whose step, check or gate fails is restored from its backup. A host whose facts",
+            "# Each host: preflight (its facts must match `preconditions`), a verified backup, the benchmark and",
+            "# the served model's answers (`outputs`) before, the steps (the gate allows each only by",
+            "# `authorizations`), the benchmark and the answers after, the checks and the benchmark's gate; a host",
+            "# whose step, check or gate fails is restored from its backup. A host whose facts",
             "# are `target` (what the canary showed at its end) and whose checks pass is already at the target."]
     return "\n".join(head) + "\n" + out.getvalue()
 

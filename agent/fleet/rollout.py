@@ -7,13 +7,14 @@ replays as any other, and costs no tokens. What it does, on each host:
 
 1. inspect_host: the host's facts against the recipe's preconditions. A host that differs is held
    (nothing changed) and reported.
-2. pip_freeze_backup, then the benchmark before (`runs` measured runs).
+2. pip_freeze_backup, then the benchmark before (`runs` measured runs) and, with `outputs:` in the recipe,
+   what the served model answers (check_outputs, label "before").
 3. The steps, one a turn. The gate allows each only by the recipe's authorizations, and only after
    the backup verified. A step that fails ends the steps.
    With a `drain:` in the recipe, drain_node after the backup (waiting for the node's jobs), and
    undrain_node at the end once the host is upgraded or rolled back; a node someone else drained
    is left drained, and one whose rollback failed too.
-4. The benchmark after; the success checks and the final state (`read_end`, agent/finish.py, as every session ends); the
+4. The benchmark and the answers after; the success checks (the recipe's `outputs` check among them) and the final state (`read_end`, agent/finish.py, as every session ends); the
    benchmark gate (agent/fleet/stats.py).
 5. Any of those failing: restore_backup of the host's own backup, as a request of its own in the
    same session, so the rollback is its own recorded step.
@@ -34,7 +35,8 @@ from typing import Callable
 
 from agent.fleet.host import (  # noqa: F401  (the statuses, imported from here by the command and the tests)
     ALREADY, CHANGED, COUNTS_AS_FAILED, FAILED, HELD, INTERRUPTED, NOT_RUN, OK, RESTORED, ROLLBACK_REQUEST,
-    UNDRAIN_REQUEST, UNREACHABLE, WOULD_CHANGE, HostOutcome, RecipeModel, gate_of, host_goal, last_line_hash)
+    UNDRAIN_REQUEST, UNREACHABLE, WOULD_CHANGE, HostOutcome, RecipeModel, answers_said, gate_of, host_goal,
+    last_line_hash, without_answers)
 from agent.fleet.recipe import Recipe
 from agent.goal import HostEntry
 
@@ -70,7 +72,7 @@ def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, sto
             session.ending = outcome
             status, reason = _judge_apply(model, outcome)
             if status == ALREADY:
-                checks_ok = read_end(session, goal, outcome)  # the recipe's checks prove it, read-only
+                checks_ok = read_end(session, without_answers(goal), outcome)  # the recipe's checks prove it
                 if checks_ok is False:
                     status, reason = HELD, ("held: its facts are the target's, but a check failed (see the "
                                             "transcript): not what the canary ended as")
@@ -79,10 +81,10 @@ def run_host(recipe: Recipe, entry: HostEntry, batch: int, transcript: Path, sto
                 gate = gate_of(recipe, model.bench)
                 why = _why_failed(checks_ok, gate, _short_of_target(recipe, model.final_facts))
                 if why:
-                    status, reason = FAILED, why
+                    status, reason = FAILED, why + answers_said(model)
                 else:
                     reason = (f"{model.changed} step{'s' * (model.changed != 1)} ran, the checks passed"
-                              + (f", gate: {gate['detail']}" if gate else ""))
+                              + (f", gate: {gate['detail']}" if gate else "") + answers_said(model))
             if status == FAILED and model.backup_id and not model.interrupted:
                 session.send(ROLLBACK_REQUEST.format(why=reason))
                 reason += "; rolled back" if model.rolled_back else "; THE ROLLBACK FAILED: see the transcript"

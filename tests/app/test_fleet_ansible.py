@@ -299,3 +299,27 @@ def test_what_the_helper_says_of_a_failed_command_masks_a_token_in_an_index_url(
         helper.must(["false", "--index-url", "https://deploy:s3cr3t-t0ken@pypi.internal.example/simple"],
                     "reinstalling 2 pinned packages from https://deploy:s3cr3t-t0ken@pypi.internal.example/simple")
     assert "s3cr3t-t0ken" not in str(e.value) and "https://deploy:****@pypi.internal.example/simple" in str(e.value)
+
+
+def test_a_playbook_that_asks_the_served_model_restores_the_host_whose_answers_drift(recipe_file, tmp_path):
+    """The recipe's `outputs:` and `outputs` check in the playbook: the answers before, after, and the check, as
+    agent fleet asks and judges them; the host whose answers drift on the CUDA 13 build is rescued."""
+    edited = tmp_path / "answers.recipe.yaml"
+    edited.write_text(recipe_file.read_text().replace("\nchecks:\n", "\nchecks:\n- outputs:\n    same: true\n", 1)
+                      + "outputs:\n  endpoint: http://127.0.0.1:30000\n")
+    book = tmp_path / "answers.yml"
+    made = agent("recipe", str(edited), "--ansible", "--canary", "1", "--max-fail", "100", "-o", str(book),
+                 home=tmp_path)
+    assert made.returncode == 0, made.stderr
+    text = book.read_text()
+    assert "the served model's answers before" in text and "answers check: the same outputs as before" in text
+    machines = {"gpu01": {}, "gpu02": {"numerics": "drift"}}
+    inventory, roots = sims_for_ansible(tmp_path / "ansible", machines)
+    played = ansible_playbook(inventory, book, tmp_path)
+    counts = recap(played.stdout)
+    assert {h: status_from_recap(c) for h, c in counts.items()} == {"gpu01": "changed", "gpu02": "failed"}, \
+        played.stdout[-4000:]
+    assert counts["gpu02"]["rescued"] == 1 and "the answers check failed: after: " in played.stdout
+    assert "outputs differ (prompts" in played.stdout
+    assert "torch==2.10.0+cu130" in end_state(roots["gpu01"], "gpu01")["freeze"]
+    assert "torch==2.10.0+cu128" in end_state(roots["gpu02"], "gpu02")["freeze"]  # restored from its backup

@@ -272,5 +272,5 @@ def test_outputs_asked_of_another_model_or_length_are_not_compared():
     before = {"model": "a", "max_tokens": 24, "outputs": ["1"], "digest": "d", "accuracy": 1.0, "correct": 12,
               "questions": 12}
     verdict = _outputs_check(OutputsCheck(), {"before": before, "after": {**before, "model": "b"}})
-    assert not verdict.ok and "not asked alike (model 'a' then 'b')" in verdict.detail
+    assert not verdict.ok and "not asked alike (before was asked of model 'a', not 'b')" in verdict.detail
     assert _outputs_check(OutputsCheck(same=True), {"before": before, "after": dict(before)}).ok

@@ -78,6 +78,7 @@ def test_kubernetes_cordon_drain_and_uncordon_only_with_our_annotation(node):
     sim, ctx = node
     sim.join_scheduler("gpu07", kubernetes={"cordoned_by": None, "pods": [0.3]})
     d = call(DrainNode(), ctx, host="gpu07", scheduler="kubernetes", reason="cuda13")
+    assert d.jobs_at_start == 1  # its pod, counted as inspect_host counts them (it said 0 while draining two)
     k = sim.scheduler_state()["kubernetes"]
     assert d.drained_by_us and k["cordoned"] and k["annotations"] == {"upgrade-agent/drained": f"cuda13 #{d.drain_id}"}
     u = call(UndrainNode(), ctx, host="gpu07", scheduler="kubernetes", reason="cuda13", drain_id=d.drain_id)
@@ -107,3 +108,19 @@ def test_arguments_that_are_not_a_node_name_or_a_plain_reason_are_refused():
         DrainNode().parse_args({"host": "h", "scheduler": "slurm", "reason": "x\n"})
     with pytest.raises(Exception):
         DrainNode().parse_args({"host": "h", "scheduler": "pbs", "reason": "x"})
+
+
+def test_a_node_put_back_runs_none_of_the_work_that_ended_while_it_was_drained(node):
+    """A played model's undrain showed the Slurm node MIXED again, its finished job back on it."""
+    sim, ctx = node
+    sim.join_scheduler("gpu07", slurm={"drained_by": None, "jobs": [0.2]})
+    d = call(DrainNode(), ctx, host="gpu07", scheduler="slurm", reason="cuda 13.0 upgrade")
+    call(UndrainNode(), ctx, host="gpu07", scheduler="slurm", reason="cuda 13.0 upgrade", drain_id=d.drain_id)
+    shown = ctx.hosts.get("gpu07").run("scontrol show node gpu07 -o; squeue -h -w gpu07", timeout=30).stdout
+    assert "State=IDLE " in shown and shown.count("\n") == 1, shown
+    sim.join_scheduler("gpu07", kubernetes={"cordoned_by": None, "pods": [0.2]})
+    d = call(DrainNode(), ctx, host="gpu07", scheduler="kubernetes", reason="cuda13")
+    call(UndrainNode(), ctx, host="gpu07", scheduler="kubernetes", reason="cuda13", drain_id=d.drain_id)
+    pods = ctx.hosts.get("gpu07").run("kubectl get pods --all-namespaces --field-selector spec.nodeName=gpu07 -o name",
+                                      timeout=30)
+    assert pods.stdout.strip() == "", pods

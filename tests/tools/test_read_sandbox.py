@@ -385,6 +385,11 @@ def test_a_named_port_nothing_listens_on_refuses_as_it_would_outside(target):
     failed = target.sandboxed(ports=[port]).run(f"curl -s -m 5 http://127.0.0.1:{port}/health", timeout=20)
     assert failed.exit_code == 7 and failed.hint, failed
     assert failed.hint.startswith("the host itself refused the connection") and f"port {port}" in failed.hint
+    # A command that names the port and fails for a reason of its own says that reason: no hint about the port
+    # (a benchmark whose stack is broken printed its traceback under "nothing was listening there").
+    broken = target.sandboxed(ports=[port]).run(
+        f"python3 -c 'raise SystemExit(\"RuntimeError: CUDA version mismatch\")' --port {port}", timeout=20)
+    assert broken.exit_code == 1 and "mismatch" in broken.stderr and broken.hint is None, broken
 
 
 def _non_loopback_address() -> str | None:

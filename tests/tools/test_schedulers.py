@@ -114,3 +114,49 @@ def test_what_real_clients_print_is_read_as_an_operator_reads_it(case):
                 assert getattr(have, field) == want[field], (kind, field)
         if want.get("error"):
             assert want["error"] in (have.error or ""), (kind, have.error)
+
+
+def test_the_schedulers_clients_reach_their_controller_while_the_rest_of_the_inspection_stays_in_the_sandbox(
+        tmp_path):
+    """A real kubectl asks an API server over the network, which the read sandbox withholds from a read: its lines
+    (ours, fixed) run outside the sandbox, the inspection's others inside it. Here kubectl is a stand-in that asks
+    an API server on this test's loopback before it answers, as a worker's asks the control plane."""
+    import os
+    import socket
+    import sys
+    import threading
+
+    from tools.hosts import HostSpec
+    from tools.sandbox import SandboxedHosts
+
+    api = socket.socket()
+    api.bind(("127.0.0.1", 0))
+    api.listen(8)
+    asked = []
+
+    def serve():
+        while True:
+            conn, _ = api.accept()
+            asked.append(1)
+            conn.close()
+    threading.Thread(target=serve, daemon=True).start()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    kubectl = bin_dir / "kubectl"
+    kubectl.write_text(f"#!{sys.executable}\nimport socket, sys\nsocket.create_connection(('127.0.0.1', "
+                       f"{api.getsockname()[1]}), timeout=5).close()\n"
+                       "print('|' if sys.argv[1:3] == ['get', 'node'] else 'pod/serving-0')\n")
+    kubectl.chmod(0o755)
+    spec = HostSpec(name="worker", transport="local", env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    pool = HostPool([spec])
+    try:
+        ctx = ToolContext(hosts=SandboxedHosts(pool), artifacts=ArtifactStore(None))
+        report = InspectHost().run(ctx, InspectHost.parse_args({"host": "worker"}))
+        inside = SandboxedHosts(pool).get("worker").run(f"{kubectl} get node worker", timeout=30)
+    finally:
+        pool.close()
+        api.close()
+    assert [s.model_dump(exclude={"error"}) for s in report.schedulers] == [
+        {"kind": "kubernetes", "node": "worker", "state": "schedulable", "drained": False, "reason": None,
+         "running": 1}], report.schedulers
+    assert asked and inside.exit_code != 0  # the same client as a read: no controller reachable

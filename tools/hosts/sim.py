@@ -180,21 +180,30 @@ class SimHost(LocalHost):
         # The directory is entered inside the sandbox, where the sim's paths exist: a missing one fails
         # as `cd` fails over SSH, in the command's own output.
         script = command if cwd is None else f"cd -- {shlex.quote(cwd)} || exit\n{command}"
-        if self.serving and (SERVED.search(command) or _runs_the_read_sandbox_server(command)):
-            # then the command in a bash of its own (which knows no job of the server's: its `wait` does not wait
-            # for it), so that `ps` shows pid 1 as without a server
-            script = (SERVING.format(model=shlex.quote(self._served_model()))
-                      + "exec bash --noprofile --norc -c " + shlex.quote(script))
+        if self.serving:
+            script = serving_script(self.root, script, command)
         return [*sandbox_argv(self.root, self.name), "bash", "--noprofile", "--norc", "-c", script], None
-
-    def _served_model(self) -> str:
-        try:
-            return str(json.loads((self.root / STATE_DIR / "state.json").read_text())["bench"]["model"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return "default"
 
     def _home(self) -> str:
         return SIM_HOME
+
+
+def serving_script(root: Path, script: str, asked: str) -> str:
+    """`script` (bash), after starting the sim's server, where `asked` (the command, and what it reads on its stdin)
+    names the served port or starts the read sandbox's server; else `script` as it is."""
+    if not (SERVED.search(asked) or _runs_the_read_sandbox_server(asked)):
+        return script
+    # the command in a bash of its own (which knows no job of the server's: its `wait` does not wait for it), so
+    # that `ps` shows pid 1 as without a server
+    return SERVING.format(model=shlex.quote(_served_model(root))) + "exec bash --noprofile --norc -c " + \
+        shlex.quote(script)
+
+
+def _served_model(root: Path) -> str:
+    try:
+        return str(json.loads((root / STATE_DIR / "state.json").read_text())["bench"]["model"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "default"
 
 
 def _runs_the_read_sandbox_server(command: str) -> bool:

@@ -22,9 +22,10 @@ from tools.sandbox.host import (
     SandboxedHosts,
     SandboxInfo,
     loopback_ports,
+    outside_the_sandbox,
     probe_host,
     sandbox_refusal,
 )
 
 __all__ = ["SANDBOX_STATUS", "ReadSandboxUnavailable", "SandboxInfo", "SandboxedHost", "SandboxedHosts",
-           "loopback_ports", "probe_host", "sandbox_refusal"]
+           "loopback_ports", "outside_the_sandbox", "probe_host", "sandbox_refusal"]

@@ -175,7 +175,9 @@ def sandbox_refusal(result: CommandResult, ports: list[int] | None = None) -> st
                     "but the loopback ports it names can be reached. If it is a read, write it so that it fits "
                     "(`ps -p PID` or `test -d /proc/PID` rather than `kill -0`, a file under $TMPDIR); if it needs "
                     f"what was blocked, {_OUTSIDE} Do not retry it as it is.")
-    return host_refused  # `curl -s` says nothing of its own
+    # `curl -s` says nothing of its own; a command that failed saying something else (a traceback) failed for that
+    said = "\n".join(ln for ln in err.splitlines() if not ln.startswith(SANDBOX_STATUS)).strip()
+    return host_refused if not said else None
 
 
 # What running a command outside the read sandbox asks of the gate (agent/safety/policy.py UNGUARDED_READ).
@@ -261,6 +263,13 @@ class SandboxedHost(Host):
 
 
 _probe_lock = threading.Lock()
+
+
+def outside_the_sandbox(hosts, name: str) -> Host:
+    """The host as the session reaches it, without the read sandbox: only for the product's own fixed reads that
+    need what the sandbox withholds (a scheduler's client asks its controller over the network), never for a
+    command a model wrote."""
+    return (hosts.provider if isinstance(hosts, SandboxedHosts) else hosts).get(name)
 
 
 class SandboxedHosts:

@@ -18,7 +18,7 @@ from pathlib import Path
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.plugins.connection import ConnectionBase
 
-from tools.hosts.sim import SandboxUnavailable, check_sandbox, sandbox_argv
+from tools.hosts.sim import SandboxUnavailable, check_sandbox, sandbox_argv, serving_script
 from tools.sim import Sim
 
 DOCUMENTATION = """
@@ -58,13 +58,18 @@ class Connection(ConnectionBase):
             self._connected = True
         return self
 
-    def _argv(self, command: str) -> list[str]:
-        return [*sandbox_argv(self._root, self._play_context.remote_addr or "sim"), "/bin/sh", "-c", command]
+    def _argv(self, command: str, in_data: bytes | None = None) -> list[str]:
+        # A module that asks the served port (its arguments travel on stdin with pipelining) finds the sim's server
+        # up, as a task over the sim transport does.
+        asked = command + (in_data or b"").decode("utf-8", "replace")
+        script = serving_script(self._root, f"exec /bin/sh -c {shlex.quote(command)}", asked)
+        return [*sandbox_argv(self._root, self._play_context.remote_addr or "sim"), "bash", "--noprofile", "--norc",
+                "-c", script]
 
     def exec_command(self, cmd, in_data=None, sudoable=True):
         super().exec_command(cmd, in_data=in_data, sudoable=sudoable)
         self._connect()
-        p = subprocess.run(self._argv(cmd), input=in_data, capture_output=True, env=self._env, check=False)
+        p = subprocess.run(self._argv(cmd, in_data), input=in_data, capture_output=True, env=self._env, check=False)
         return p.returncode, p.stdout, p.stderr
 
     def put_file(self, in_path, out_path):

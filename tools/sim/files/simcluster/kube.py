@@ -51,7 +51,9 @@ def kubectl_main(argv: list[str], root: Path) -> int:
         k.setdefault("cordoned_at", time.time())
         print(f"node/{node} cordoned")
     elif words[0] == "uncordon":
-        k.update(cordoned=False, cordoned_at=None)
+        # The pods evicted while it was cordoned are gone from it: an uncordoned node runs only those still there.
+        k.update(cordoned=False, cordoned_at=None, pods=[k.get("pods", [])[i] for i in
+                                                         cluster.running(k.get("pods", []), k.get("cordoned_at"))])
         print(f"node/{node} uncordoned")
     elif words[0] == "annotate":
         for pair in words[3:]:

@@ -38,7 +38,9 @@ def scontrol_main(argv: list[str], root: Path) -> int:
         elif want == "resume":
             if not s.get("drained"):
                 return _err(f"slurm_update error: Invalid node state specified (node {node} is not drained)")
-            s.update(drained=False, reason=None, drained_at=None)
+            # The jobs that ended while it was drained are gone: a resumed node runs only those still running.
+            s.update(drained=False, reason=None, drained_at=None,
+                     jobs=[s["jobs"][i] for i in cluster.running(s["jobs"], s.get("drained_at"))])
         else:
             return _err(f"slurm_update error: Invalid node state specified ({want})")
         cluster.save(root, st)

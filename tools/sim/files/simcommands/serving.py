@@ -32,6 +32,10 @@ _ALLREDUCE_S = {False: 65e-6, True: 20e-6}  # one all-reduce's latency over PCIe
 class DoesNotFit(Exception):
     """The model's weights do not fit the GPUs' memory: the server fails while loading them."""
 
+    def __init__(self, message: str, log: list[str]):
+        super().__init__(message)
+        self.log = log
+
 
 def served_model_for(gpus: list[dict]) -> str:
     """The largest model whose weights fit these GPUs (the smallest when none does)."""
@@ -68,7 +72,8 @@ def step_seconds(gpu_model: str, gpus: int, model: str) -> float:
 
 
 def check_fits(st: dict, model: str) -> None:
-    """DoesNotFit, in the words a server loading the weights fails with, when they need more than the GPUs hold."""
+    """DoesNotFit when the weights need more than the GPUs hold: the log lines a server prints while loading them
+    (as far as they got), and the error torch raises, in their words."""
     gpus = st.get("gpus") or []
     if not gpus or model not in SERVED_MODELS:
         return
@@ -76,11 +81,20 @@ def check_fits(st: dict, model: str) -> None:
     per_gpu = gpus[0]["memory_total_mib"] / 1024
     if weights_gib <= FIT_SHARE * per_gpu * len(gpus):
         return
-    raise DoesNotFit(f"CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a total capacity of {per_gpu:.2f} "
-                     f"GiB of which 1.12 GiB is free. Including non-PyTorch memory, this process has "
-                     f"{per_gpu - 1.12:.2f} GiB memory in use. Of the allocated memory {per_gpu - 2.3:.2f} GiB is "
-                     f"allocated by PyTorch ({model}: {weights_gib:.0f} GiB of weights over {len(gpus)} GPUs of "
-                     f"{per_gpu:.0f} GiB)")
+    import time
+
+    shards = max(8, int(weights_gib // 8))
+    loaded = max(1, int(shards * FIT_SHARE * per_gpu * len(gpus) / weights_gib))
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    log = [f"[{stamp} TP0] Load weight begin. avail mem={per_gpu - 0.61:.2f} GB",
+           f"Loading safetensors checkpoint shards: {100 * loaded // shards:3d}% Completed | {loaded}/{shards}"]
+    raise DoesNotFit(f"CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a total capacity of {per_gpu:.2f} GiB "
+                     f"of which 1.12 GiB is free. Including non-PyTorch memory, this process has {per_gpu - 1.12:.2f} "
+                     f"GiB memory in use. Of the allocated memory {per_gpu - 2.3:.2f} GiB is allocated by PyTorch, and "
+                     "210.45 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large "
+                     "try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
+                     "documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html"
+                     "#environment-variables)", log)
 
 
 def decode_tok_s(root, torch_cuda: str, model: str | None = None) -> float:

@@ -6,7 +6,7 @@ import statistics
 
 import torch
 
-from . import _sim_server
+from . import model_loader
 
 
 def _one(bs, input_len, output_len, tok_s, rng, perf):
@@ -27,7 +27,7 @@ def _one(bs, input_len, output_len, tok_s, rng, perf):
 
 
 def main(args):
-    root, tok_s = _sim_server.start(args.model_path)
+    root, tok_s = model_loader.start(args.model_path)
     perf = torch._sim_host.host()[1].perf
     rng = perf.rng()
     for bs in args.batch_size:

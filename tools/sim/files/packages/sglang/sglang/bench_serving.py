@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from . import _sim_server
+from . import model_loader
 
 
 def _lengths(args, rng):
@@ -31,7 +31,7 @@ def _lengths(args, rng):
 
 
 def run_benchmark(args):
-    root, tok_s = _sim_server.start(args.model)
+    root, tok_s = model_loader.start(args.model)
     simhost = torch._sim_host.host()[1]
     perf = simhost.perf
     if args.model is None:

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import torch
 
-from . import _sim_outputs, _sim_server
+from . import _sim_outputs, model_loader
 
 
 def _args(argv):
@@ -113,7 +113,7 @@ def main(argv=None):
     own = "/usr/local/cuda-%s" % torch.version.cuda
     if "CUDA_HOME" not in os.environ and os.path.isdir(own):
         os.environ["CUDA_HOME"] = own
-    _sim_server.start(args.model_path)  # the stack as a real server brings it up: a broken upgrade fails here, as there
+    model_loader.start(args.model_path)  # the stack as a real server brings it up: a broken upgrade fails here, as there
     st = torch._sim_host.state()
     model = args.served_model_name or args.model_path
     server = ThreadingHTTPServer((args.host, args.port), _handler(model, st))

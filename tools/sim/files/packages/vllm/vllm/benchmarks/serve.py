@@ -3,6 +3,7 @@ simulated (the server inside this process, the time)."""
 
 import argparse
 import random
+import sys
 
 import torch
 
@@ -20,6 +21,7 @@ def _start(model=None):
     try:
         return root, simhost.perf, serving.decode_tok_s(root, torch.version.cuda, model=model)
     except serving.DoesNotFit as e:
+        print("\n".join(e.log), file=sys.stderr, flush=True)
         raise torch.OutOfMemoryError(str(e)) from None
 
 

@@ -5,6 +5,8 @@ kernels with the toolkit CUDA_HOME points at. Any of these can fail after an upg
 here the same way, with the same exceptions, before a single number is produced.
 """
 
+import sys
+
 import torch
 
 
@@ -22,4 +24,5 @@ def start(model=None):
     try:
         return root, serving.decode_tok_s(root, torch.version.cuda, model=model)
     except serving.DoesNotFit as e:
+        print("\n".join(e.log), file=sys.stderr, flush=True)
         raise torch.OutOfMemoryError(str(e)) from None
