@@ -136,7 +136,8 @@ class DrainNode(Tool):
     Kubernetes: cordons the node and drains its pods (DaemonSets stay). A node that is already drained
     (or cordoned) is left exactly as it is, and the result says so (drained_by_us: false, with Slurm's
     reason, or our annotation where a Kubernetes cordon has one: a plain cordon carries no reason): do not
-    undrain it afterwards. The result's drain_id is what undrain_node needs.
+    undrain it afterwards (there is no drain_id then: nothing of ours to undo). The result's drain_id is what
+    undrain_node needs.
     Mutating: it needs a verified backup and an approval like any change. Pair it with undrain_node,
     the same reason and that drain_id, once the node is healthy again (its checks pass).
     """

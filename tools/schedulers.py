@@ -1,9 +1,11 @@
 """Whether a host is a node of a Slurm or Kubernetes cluster, as its own scheduler commands say.
 
-inspect_host runs SCRIPT's lines in its one read of the host, so the rule "drain a node before changing it"
-can be followed without probing by hand. Each scheduler is asked only where its command is installed, by the
-node's name in the session and the host's own short name, ten seconds at most; a command that is there but
-cannot answer (no controller, no kubeconfig) is reported as such, never taken for "not a node".
+inspect_host runs script()'s lines beside its read of the host (outside the read sandbox: the clients ask their
+controller over the network), so the rule "drain a node before changing it" can be followed without probing by
+hand. Each scheduler is asked only where its command is installed, by the host's own short name and then its name
+in the session (only a word that can be a node's name: never an option, a glob or many words), ten seconds at
+most; an answer about another node is an error, not this one's; a command that is there but cannot answer (no
+controller, no kubeconfig) is reported as such, never taken for "not a node".
 """
 
 from __future__ import annotations
@@ -35,23 +37,27 @@ def script(node: str) -> str:
     `slurm_out|NodeName=...`, `squeue_rc|`, `squeue_out|`, `kube_rc|`, `kube_out|`, `pods_rc|`, `pods_out|`), for
     parse() to read: the reading is in Python, where it is tested on what real clients print. Nothing on a host
     with neither client."""
-    names = f"{shlex.quote(node)} $(hostname -s 2>/dev/null)"
+    # The machine's own short name first (its node name, as a rule), then the session's. Only what can be a node's
+    # name is asked: one word of letters, digits and ._- that starts with a letter or digit, so neither a name nor
+    # what a host's `hostname` prints can be an option (`-A`, `--all`), a glob (`*`) or many words.
+    names = (f"h=$(hostname -s 2>/dev/null | head -n 1 | cut -c1-253); for n in \"$h\" {shlex.quote(node)}; do "
+             "case \"$n\" in [A-Za-z0-9]*) ;; *) continue;; esac; case \"$n\" in *[!A-Za-z0-9._-]*) continue;; esac; t=$n; ")
 
     def each(prefix: str, lines: int = 500) -> str:
         return f"printf '%s\\n' \"$out\" | head -n {lines} | cut -c1-2000 | sed 's/^/{prefix}|/'"
 
     return (
-        "if command -v scontrol >/dev/null 2>&1; then "
-        f"for n in {names}; do out=$(timeout 10 scontrol show node \"$n\" -o 2>&1); rc=$?; [ $rc -eq 0 ] && break; done; "
-        f"echo \"slurm_node|$n\"; echo \"slurm_rc|$rc\"; {each('slurm_out', 20)}; "
-        "if [ $rc -eq 0 ]; then out=$(timeout 10 squeue -h -w \"$n\" -t RUNNING,COMPLETING -o %i 2>&1); "
+        "if command -v scontrol >/dev/null 2>&1; then t=''; rc=1; out='no name of this host can be a node name'; "
+        f"{names}out=$(timeout 10 scontrol show node \"$t\" -o 2>&1); rc=$?; [ $rc -eq 0 ] && break; done; "
+        f"echo \"slurm_node|$t\"; echo \"slurm_rc|$rc\"; {each('slurm_out', 20)}; "
+        "if [ $rc -eq 0 ]; then out=$(timeout 10 squeue -h -w \"$t\" -t RUNNING,COMPLETING -o %i 2>&1); "
         f"echo \"squeue_rc|$?\"; {each('squeue_out')}; fi; fi\n"
-        "if command -v kubectl >/dev/null 2>&1; then "
-        f"for n in {names}; do out=$(timeout 10 kubectl get node \"$n\" -o 'jsonpath={KUBE_FIELDS}' 2>&1); rc=$?; "
+        "if command -v kubectl >/dev/null 2>&1; then t=''; rc=1; out='no name of this host can be a node name'; "
+        f"{names}out=$(timeout 10 kubectl get node \"$t\" -o 'jsonpath={KUBE_FIELDS}' 2>&1); rc=$?; "
         "[ $rc -eq 0 ] && break; done; "
-        f"echo \"kube_node|$n\"; echo \"kube_rc|$rc\"; {each('kube_out', 20)}; "
+        f"echo \"kube_node|$t\"; echo \"kube_rc|$rc\"; {each('kube_out', 20)}; "
         "if [ $rc -eq 0 ]; then out=$(timeout 10 kubectl get pods --all-namespaces --field-selector "
-        f"\"spec.nodeName=$n\" -o name 2>&1); echo \"pods_rc|$?\"; {each('pods_out')}; fi; fi"
+        f"\"spec.nodeName=$t\" -o name 2>&1); echo \"pods_rc|$?\"; {each('pods_out')}; fi; fi"
     )
 
 
@@ -93,6 +99,9 @@ def _slurm(got: dict[str, list[str]]) -> Scheduler:
     shown = next((ln for ln in out if ln.startswith("NodeName=")), None)
     if shown is None:
         return Scheduler(kind="slurm", node=None, error="scontrol printed no node: " + _said(out))
+    named = re.match(r"NodeName=(\S+)", shown).group(1)
+    if node and named != node:  # a name scontrol read as something else (a keyword, several nodes): not this one
+        return Scheduler(kind="slurm", node=None, error=f"scontrol, asked for node {node}, answered about {named}")
     state = re.search(r"\bState=(\S+)", shown)
     reason = _REASON.search(shown) or _REASON_UNTIL_KEY.search(shown)
     words = state.group(1) if state else None

@@ -50,12 +50,19 @@ def test_a_rule_that_can_never_match_is_said_when_the_recipe_loads(tmp_path):
     assert "\n" not in str(e.value)
 
 
-def test_a_recipe_refuses_an_outputs_check_a_rollout_cannot_sample(tmp_path):
-    """A fleet asks no served model before and after: an outputs check in a recipe would hold every host's first
-    change for a baseline that never comes (a newcomer found `--check` saying "would change" and the canary then
-    refused). It is said when the recipe loads."""
+def test_a_recipe_with_an_outputs_check_names_the_endpoint_each_host_is_asked_at(tmp_path):
+    """An outputs check in a recipe without `outputs:` would hold every host's first change for a baseline that
+    never comes (a newcomer found `--check` saying "would change" and the canary then refused): said when the recipe
+    loads. With the endpoint, each host is asked before and after (tests/app/test_fleet_outputs.py)."""
     from agent.fleet.recipe import Recipe
 
-    with pytest.raises(ValueError, match=r"checks\[0\]: an `outputs` check is not one a fleet can run yet"):
-        Recipe.model_validate({"goal": "g", "steps": [{"tool": "ssh_exec", "args": {"command": "ls"}}],
-                               "checks": [{"outputs": {"label": "after", "compare_to": "before"}}]})
+    base = {"goal": "g", "steps": [{"tool": "ssh_exec", "args": {"command": "ls"}}],
+            "checks": [{"outputs": {"label": "after", "compare_to": "before"}}]}
+    with pytest.raises(ValueError, match=r"checks\[0\]: an `outputs` check needs the recipe's `outputs:`"):
+        Recipe.model_validate(base)
+    recipe = Recipe.model_validate({**base, "outputs": {"endpoint": "http://127.0.0.1:30000"}})
+    assert recipe.outputs.call("gpu01", "after") == {"host": "gpu01", "endpoint": "http://127.0.0.1:30000",
+                                                     "label": "after", "max_tokens": 24, "timeout": 300,
+                                                     "compare_to": "before"}
+    with pytest.raises(ValueError, match="endpoint"):
+        Recipe.model_validate({**base, "outputs": {"endpoint": "http://10.0.0.1:30000"}})

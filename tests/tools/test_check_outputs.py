@@ -169,7 +169,8 @@ def test_a_build_that_is_faster_but_answers_worse_fails_the_goal_or_says_so(tmp_
                               **({"compare_to": "before"} if label == "after" else {})})
 
     outputs = {"host": "gpu", "endpoint": ENDPOINT}
-    replies = [Reply(calls=[("check_outputs", {**outputs, "label": "before"}), run_bench("before", "12.8")]),
+    replies = [Reply(calls=[("inspect_host", {"host": "gpu"}), ("check_outputs", {**outputs, "label": "before"}),
+                            run_bench("before", "12.8")]),
                Reply(calls=[("pip_freeze_backup", {"host": "gpu"})]),
                Reply(calls=[("pip_install", {"host": "gpu", "index_url": "file:///srv/pypi/simple-cu130",
                                              "packages": CU130})]),
@@ -196,6 +197,15 @@ def test_a_build_that_is_faster_but_answers_worse_fails_the_goal_or_says_so(tmp_
         assert end["met"] is True and r.returncode == 0, (end, out[-3000:])
         assert "but check_outputs found the served model answering worse on gpu: after " in end["reason"], end
         assert "add an `outputs` check" in end["reason"], end
+        # Its recipe asks each host as the canary asked its server, and holds each to no lower a score than its own
+        # before (the canary's answers changed, so not to the same outputs).
+        from agent.fleet.recipe import recipe_from_transcript
+
+        recipe = recipe_from_transcript(tmp_path / "t.jsonl")
+        assert recipe.outputs is not None and recipe.outputs.endpoint == ENDPOINT, recipe.outputs
+        (judged,) = [c.outputs for c in recipe.checks if c.outputs is not None]
+        assert (judged.label, judged.compare_to, judged.same, judged.max_accuracy_drop) == ("after", "before", False,
+                                                                                           0.0)
 
 
 def _dripping_server():

@@ -5,6 +5,7 @@ text real clients print."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from tools.base import ArtifactStore, ToolContext
 from tools.drain_node import DrainNode
 from tools.hosts import HostPool
 from tools.inspect_host import InspectHost
-from tools.schedulers import note, parse
+from tools.schedulers import KUBE_FIELDS, note, parse
 from tools.sim import build_sim
 
 
@@ -123,6 +124,7 @@ def test_the_schedulers_clients_reach_their_controller_while_the_rest_of_the_ins
     an API server on this test's loopback before it answers, as a worker's asks the control plane."""
     import os
     import socket
+    import subprocess
     import sys
     import threading
 
@@ -156,7 +158,89 @@ def test_the_schedulers_clients_reach_their_controller_while_the_rest_of_the_ins
     finally:
         pool.close()
         api.close()
+    own = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()  # asked first
     assert [s.model_dump(exclude={"error"}) for s in report.schedulers] == [
-        {"kind": "kubernetes", "node": "worker", "state": "schedulable", "drained": False, "reason": None,
+        {"kind": "kubernetes", "node": own, "state": "schedulable", "drained": False, "reason": None,
          "running": 1}], report.schedulers
     assert asked and inside.exit_code != 0  # the same client as a read: no controller reachable
+
+
+REDTEAM = Path(__file__).resolve().parents[1] / "data" / "tools" / "redteam-2026-12-06-scheduler-names"
+# Stand-ins that log how they were called: a node is found only by its own name, gpu07.
+_CLIENT = """#!{python}
+import json, os, sys
+with open(os.environ["CALLS"], "a") as f:
+    f.write(json.dumps([os.path.basename(sys.argv[0])] + sys.argv[1:]) + "\\n")
+name = os.path.basename(sys.argv[0])
+if name == "hostname":
+    sys.stdout.buffer.write(open(os.environ["HOSTNAME_SAYS"], "rb").read())
+elif name == "scontrol" and sys.argv[1:] == ["show", "node", "gpu07", "-o"]:
+    print("NodeName=gpu07 Arch=x86_64 State=IDLE Reason=(null)")
+elif name == "squeue":
+    pass
+elif name == "kubectl" and sys.argv[1:3] == ["get", "node"] and sys.argv[3] == "gpu07":
+    print("|")
+elif name == "kubectl" and sys.argv[1:3] == ["get", "pods"]:
+    pass
+else:
+    sys.exit("not found")
+"""
+# What each client may be asked, the node's name aside: nothing else ever reaches it.
+_ASKED = {("scontrol", "show"): ["show", "node", None, "-o"],
+          ("squeue", "-h"): ["-h", "-w", None, "-t", "RUNNING,COMPLETING", "-o", "%i"],
+          ("kubectl", "get", "node"): ["get", "node", None, "-o", "jsonpath=" + KUBE_FIELDS],
+          ("kubectl", "get", "pods"): ["get", "pods", "--all-namespaces", "--field-selector", None, "-o", "name"]}
+
+
+def test_the_blind_red_teams_names_and_hostnames_never_reach_a_client_as_anything_but_a_node_name(tmp_path):
+    """tests/data/tools/redteam-2026-12-06-scheduler-names: 49 session names and 13 things a host's `hostname -s`
+    could print, written to make the scheduler lines (run beside the read sandbox) take an option, a glob or many
+    words for a node, or answer about another node. Names a goal file refuses (35: those that start with `-`, `.`
+    or `@`, empty, a newline, a homoglyph) are refused; every other name and every hostname output reaches the
+    clients only as one argument in the node's place, a word that can be a node's name."""
+    import os
+    import sys
+
+    from agent.goal import HostEntry
+    from tools.hosts import HostSpec
+    from tools.schedulers import script
+
+    names = [json.loads(x) for x in (REDTEAM / "names.jsonl").read_text().splitlines() if x.strip()]
+    outputs = [json.loads(x) for x in (REDTEAM / "hostname_outputs.jsonl").read_text().splitlines() if x.strip()]
+    accepted = []
+    for case in names:
+        try:
+            HostEntry(name=case["name"])
+            accepted.append(case["name"])
+        except ValueError:
+            pass
+    assert len(names) == 49 and len(accepted) == 14 and not any(n.startswith(("-", ".", "@")) for n in accepted)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("scontrol", "squeue", "kubectl", "hostname"):
+        (bin_dir / tool).write_text(_CLIENT.format(python=sys.executable))
+        (bin_dir / tool).chmod(0o755)
+    calls, says = tmp_path / "calls.jsonl", tmp_path / "hostname"
+    spec = HostSpec(name="n", transport="local", env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(calls),
+                                                      "HOSTNAME_SAYS": str(says)})
+    pool = HostPool([spec])
+    try:
+        cases = [(name, "gpu07\n") for name in accepted] + [("gpu07", o["output"]) for o in outputs] + \
+            [("node-x", o["output"]) for o in outputs]
+        for name, printed in cases:
+            says.write_bytes(printed.encode("latin-1", "replace"))
+            calls.write_text("")
+            r = pool.get("n").run(script(name), timeout=60)
+            found = parse(r.stdout)
+            for call in [json.loads(x) for x in calls.read_text().splitlines()]:
+                if call[0] == "hostname":
+                    continue
+                want = _ASKED.get(tuple(call[:3]) if call[0] == "kubectl" else tuple(call[:2]))
+                assert want is not None and len(call) == len(want) + 1, call
+                assert all(w is None or w == c for w, c in zip(want, call[1:])), call
+                (asked,) = [c for w, c in zip(want, call[1:]) if w is None]
+                assert re.fullmatch(r"(spec\.nodeName=)?[A-Za-z0-9][A-Za-z0-9._-]*", asked), (name, printed, call)
+            for one in found:  # gpu07 found is gpu07's; any other answer is an error, never another node's state
+                assert one.node in (None, "gpu07"), (name, printed, one)
+    finally:
+        pool.close()
