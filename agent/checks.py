@@ -36,6 +36,9 @@ class CheckResult:
     detail: str
 
 
+END_READ = "final_state"  # session.store[END_READ][host] -> its inspection at the end, as recorded
+
+
 def verify_end(goal: Goal | None, session: Session, hosts: list[str] | None = None,
                run_checks: bool = True, failures: list[str] | None = None) -> bool | None:
     """Record the final state of `hosts` (every host in scope by default), run the goal's success checks
@@ -152,7 +155,9 @@ def _record(session: Session, states: list[_FinalState], checks: list[tuple[int,
             failures: list[str] | None = None) -> bool:
     """Write the events in their one order, hosts then checks; whether every check recorded passed."""
     for st in states:
-        session.emit("final_state", **st.event())
+        ev = st.event()
+        session.emit("final_state", **ev)
+        session.store.setdefault(END_READ, {})[st.host_name] = ev.get("inspect")
     all_ok = True
     for i, future in checks:
         check, result = goal.success[i], future.result()

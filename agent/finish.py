@@ -138,7 +138,8 @@ def judge(outcome: Outcome, session: Session, checks_ok: bool | None, failures: 
                         f"[{blocked[0].rule}]: {_short(blocked[0].reason, 200)}")
     if checks_ok is True:
         also = f" ({failed} step{'s' * (failed != 1)} failed on the way)" if failed else ""
-        return Verdict(ExitCode.OK, "met", f"the success checks passed{also}{worse_answers(session)}")
+        return Verdict(ExitCode.OK, "met", f"the success checks passed{also}{worse_answers(session)}"
+                                           f"{out_of_service(session)}")
     if checks_ok is False:
         named = _checks_named(failures or [])
         if blocked:
@@ -160,7 +161,8 @@ def judge(outcome: Outcome, session: Session, checks_ok: bool | None, failures: 
                f"none of the model's {session.calls_made} call(s) could run")
         return Verdict(ExitCode.FAILED, "not met", f"nothing ran: {why}, and the goal file has no success checks")
     return Verdict(ExitCode.OK, "unverified", f"{session.tool_calls} step{'s' * (session.tool_calls != 1)} ran and "
-                   f"none failed, but the goal file has no success checks: nothing proved the goal{worse_answers(session)}")
+                   f"none failed, but the goal file has no success checks: nothing proved the goal{worse_answers(session)}"
+                   f"{out_of_service(session)}")
 
 
 def worse_answers(session: Session) -> str:
@@ -176,6 +178,25 @@ def worse_answers(session: Session) -> str:
     return (f"; but check_outputs found the served model answering worse on {r['host']}: {r['label']} "
             f"{r['correct']}/{r['questions']} right against {c['compare_to']}'s {c['accuracy_before']:.0%} "
             f"(no success check asks about answers: add an `outputs` check to fail such a run)")
+
+
+def out_of_service(session: Session) -> str:
+    """The scheduler nodes the end's reading found drained (cordoned), said beside a goal met: a node left out of its
+    scheduler serves nobody, whether this session drained it and did not put it back, or someone else did."""
+    from agent.checks import END_READ  # lazy: the end's reading loads with a goal's checks, not with this module
+    from tools.drain_node import OUR_PREFIX  # lazy: as above
+
+    said = []
+    for host, inspect in sorted((session.store.get(END_READ) or {}).items()):
+        for node in (inspect.get("schedulers") or []) if isinstance(inspect, dict) else []:
+            if not node.get("drained"):
+                continue
+            reason = node.get("reason") or ""
+            ours = reason.startswith(OUR_PREFIX) or node.get("kind") == "kubernetes" and bool(reason)
+            said.append(f"{host} is still out of {node.get('kind')} ({node.get('state')}"
+                        + (f": drained by this tool, '{reason}': undrain_node puts it back)" if ours else
+                           f"{': ' + repr(reason) if reason else ''}: drained by someone else, left so)"))
+    return "; but " + "; ".join(said) if said else ""
 
 
 def refused_changes(session: Session) -> list:
