@@ -559,3 +559,22 @@ def test_nvidia_smi_dmon_samples_each_gpu_as_the_real_one_prints_it(host, sim):
     assert [line.split()[0] for line in run(host, "nvidia-smi dmon -c 1 -i 3").stdout.splitlines()[2:]] == ["3"]
     bad = run(host, "nvidia-smi dmon -x", ok=False)
     assert bad.exit_code == 2 and "Option -x is not recognized" in bad.stdout
+
+
+def test_du_counts_a_toolkit_at_the_size_df_takes_for_it(tmp_path):
+    """A played model found du giving 132K for the toolkit where df counted gigabytes used."""
+    from tools.sim.files.simhost import toolkit
+
+    sim = build_sim(tmp_path / "gpu", toolkits=("12.8", "13.0"))
+    host = SimHost(sim.host_spec("gpu"))
+    need = {key: toolkit.RELEASES[key].install_need_bytes for key in ("12.8", "13.0")}
+    listed = run(host, "du -s -B1 /usr/local/cuda-12.8 /usr/local/cuda-13.0").stdout
+    sizes = dict(reversed(line.split("\t")) for line in listed.splitlines())
+    for key in ("12.8", "13.0"):
+        assert int(sizes[f"/usr/local/cuda-{key}"]) >= need[key], sizes
+    human = run(host, "du -shc /usr/local/cuda-12.8 /usr/local/cuda-13.0").stdout.splitlines()
+    assert human[0].split("\t") == ["7.1G", "/usr/local/cuda-12.8"] and human[-1].split("\t")[1] == "total", human
+    assert run(host, "cd /usr/local && du -s cuda-13.0").stdout.split("\t")[0] == str(
+        -(-(need["13.0"] + int(run(host, "/.host/usr/bin/du -s -B1 /usr/local/cuda-13.0").stdout.split()[0]))
+          // 1024))
+    assert "/usr/local" in run(host, "du --inodes -s /usr/local").stdout  # what it does not read goes to du as is

@@ -188,6 +188,7 @@ def lay_out(root: Path, cache: Cache, python: str, *, gpus: int, gpu_model: str,
     _write_command(root / "usr" / "bin" / "findmnt", python, "simcommands.mounts", "findmnt_main")
     _write_command(root / "usr" / "bin" / "uname", python, "simhost.kernel", "uname_main")
     _write_command(root / "usr" / "bin" / "ldd", python, "simcommands.libc", "ldd_main")
+    _write_command(root / "usr" / "bin" / "du", python, "simcommands.du", "du_main")
     _write_command(root / "usr" / "bin" / "dpkg", python, "simhost.dpkg", "dpkg_main")
     _write_command(root / "usr" / "bin" / "dpkg-query", python, "simhost.dpkg", "dpkg_query_main")
     sim_dpkg.write_database(root, st)
