@@ -8,16 +8,14 @@ written as the options asked. Options this does not read (--inodes, --time, -0 .
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-from simhost import gnu, toolkit
+from simcommands.mounts import installed_toolkits
+from simhost import gnu
 
-_TOOLKIT_GLOBS = ("usr/local/cuda-*", "opt/cuda-*", "opt/*/cuda-*")
 _UNITS = {"-h": "human", "--human-readable": "human", "-k": 1024, "-m": 1024 * 1024, "-b": 1,
           "--bytes": 1}
 _PASSED = {"-s", "--summarize", "-c", "--total", "-a", "--all", "-x", "--one-file-system", "-L", "-P", "-H", "-D",
@@ -58,7 +56,7 @@ def du_main(argv: list[str], root) -> int:
         sys.stderr.write("du: command not found\n")
         return 127
     r = subprocess.run([real, "-B1", *passed], capture_output=True, text=True)
-    sizes = _toolkit_bytes(Path(root))
+    sizes = installed_toolkits(root)
     for line in r.stdout.splitlines():
         size, _, path = line.partition("\t")
         if not size.isdigit():
@@ -105,23 +103,6 @@ def _listed(out: str) -> list[str]:
 
 def _under(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip("/") + "/")
-
-
-def _toolkit_bytes(root: Path) -> dict[str, int]:
-    """Each toolkit directory (as the host sees it) and its installed size, the installer's own figure."""
-    found: dict[str, int] = {}
-    for pattern in _TOOLKIT_GLOBS:
-        for path in root.glob(pattern):
-            if path.is_symlink() or not path.is_dir():
-                continue
-            try:
-                version = json.loads((path / "version.json").read_text())["cuda"]["version"]
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            release = toolkit.RELEASES.get(".".join(str(version).split(".")[:2]))
-            if release is not None:
-                found["/" + str(path.relative_to(root))] = release.install_need_bytes
-    return found
 
 
 def _written(size: int, unit: object) -> str:

@@ -24,16 +24,13 @@ _TOOLKIT_GLOBS = ("usr/local/cuda-*", "opt/cuda-*", "opt/*/cuda-*")
 _plain_rows = disk._rows
 
 
-def _taken_mb(st: dict, root) -> dict[str, int]:
-    """By mount point, what the toolkits installed since the build take, by the installer's own figure each."""
-    taken: dict[str, int] = {}
-    if st.get("toolkits_at_build") is None:  # a sim built before this was kept: nothing to count from
-        return taken
-    at_build, root = set(st["toolkits_at_build"]), Path(root)
+def installed_toolkits(root) -> dict[str, int]:
+    """Each toolkit directory, as the host sees it, and the room it takes: the installer's own figure."""
+    found: dict[str, int] = {}
+    root = Path(root)
     for pattern in _TOOLKIT_GLOBS:
         for path in root.glob(pattern):
-            sys_path = "/" + str(path.relative_to(root))
-            if path.is_symlink() or not path.is_dir() or sys_path in at_build:
+            if path.is_symlink() or not path.is_dir():
                 continue
             try:
                 version = json.loads((path / "version.json").read_text())["cuda"]["version"]
@@ -41,8 +38,19 @@ def _taken_mb(st: dict, root) -> dict[str, int]:
                 continue
             release = toolkit.RELEASES.get(".".join(str(version).split(".")[:2]))
             if release is not None:
-                mount = host_state.free_space_mb(st, sys_path)[0]
-                taken[mount] = taken.get(mount, 0) + release.install_need_bytes // _MIB
+                found["/" + str(path.relative_to(root))] = release.install_need_bytes
+    return found
+
+
+def _taken_mb(st: dict, root) -> dict[str, int]:
+    """By mount point, what the toolkits installed since the build take, by the installer's own figure each."""
+    taken: dict[str, int] = {}
+    if st.get("toolkits_at_build") is None:  # a sim built before this was kept: nothing to count from
+        return taken
+    for sys_path, need in installed_toolkits(root).items():
+        if sys_path not in st["toolkits_at_build"]:
+            mount = host_state.free_space_mb(st, sys_path)[0]
+            taken[mount] = taken.get(mount, 0) + need // _MIB
     return taken
 
 
