@@ -161,8 +161,8 @@ def judge(outcome: Outcome, session: Session, checks_ok: bool | None, failures: 
                f"none of the model's {session.calls_made} call(s) could run")
         return Verdict(ExitCode.FAILED, "not met", f"nothing ran: {why}, and the goal file has no success checks")
     return Verdict(ExitCode.OK, "unverified", f"{session.tool_calls} step{'s' * (session.tool_calls != 1)} ran and "
-                   f"none failed, but the goal file has no success checks: nothing proved the goal{worse_answers(session)}"
-                   f"{out_of_service(session)}")
+                   f"none failed, but the goal file has no success checks: nothing proved the goal"
+                   f"{worse_answers(session)}{out_of_service(session)}")
 
 
 def worse_answers(session: Session) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import threading
 
 from pydantic import BaseModel, Field
 
@@ -238,12 +239,11 @@ class InspectHost(Tool):
 
 
 class _Beside:
-    """A call run in a thread of its own while the caller does the rest; its result, or None where it failed."""
+    """A call run in a thread of its own while the caller does the rest: its result (None where the host could not
+    run it); any other exception is raised where the result is asked for."""
 
     def __init__(self, call):
-        import threading
-
-        self._result = None
+        self._result = self._error = None
         self._thread = threading.Thread(target=self._run, args=(call,), daemon=True)
         self._thread.start()
 
@@ -252,9 +252,13 @@ class _Beside:
             self._result = call()
         except HostError:
             self._result = None
+        except BaseException as e:  # noqa: BLE001 - raised in the caller's thread, by result()
+            self._error = e
 
     def result(self):
         self._thread.join()
+        if self._error is not None:
+            raise self._error
         return self._result
 
 

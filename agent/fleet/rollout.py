@@ -14,8 +14,9 @@ replays as any other, and costs no tokens. What it does, on each host:
    With a `drain:` in the recipe, drain_node after the backup (waiting for the node's jobs), and
    undrain_node at the end once the host is upgraded or rolled back; a node someone else drained
    is left drained, and one whose rollback failed too.
-4. The benchmark and the answers after; the success checks (the recipe's `outputs` check among them) and the final state (`read_end`, agent/finish.py, as every session ends); the
-   benchmark gate (agent/fleet/stats.py).
+4. The benchmark and the answers after; the success checks (the recipe's `outputs` check among them) and
+   the final state (`read_end`, agent/finish.py, as every session ends); the benchmark gate
+   (agent/fleet/stats.py).
 5. Any of those failing: restore_backup of the host's own backup, as a request of its own in the
    same session, so the rollback is its own recorded step.
 

@@ -49,8 +49,8 @@ def test_agent_run_met_on_a_node_someone_else_drained_says_it_is_still_out(tmp_p
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EXA_", "UPGRADE_AGENT"))}
     with FakeOpenAI([Reply(calls=[("inspect_host", {"host": "a17"})]), Reply(text="Two GPUs.")]) as srv:
         env.update(PYTHONPATH=str(root), HOME=str(tmp_path), OPENAI_API_KEY="x", OPENAI_BASE_URL=srv.base_url)
-        r = subprocess.run([sys.executable, "-m", "app.cli", "run", str(goal), "--transcript", str(tmp_path / "t.jsonl")],
-                           capture_output=True, text=True, env=env, cwd=root, timeout=300)
+        r = subprocess.run([sys.executable, "-m", "app.cli", "run", str(goal), "--transcript",
+                            str(tmp_path / "t.jsonl")], capture_output=True, text=True, env=env, cwd=root, timeout=300)
     end = next(json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines() if '"goal_result"' in x)
     assert r.returncode == 0 and end["met"], r.stderr[-2000:]
     assert "but a17 is still out of slurm (IDLE+DRAIN: 'hw: GPU 1 Xid 79': drained by someone else" in end["reason"]

@@ -61,7 +61,8 @@ def test_a_recipe_asks_and_judges_answers_together_or_not_at_all(recipe, tmp_pat
     with pytest.raises(RecipeError, match=r"an `outputs` check needs the recipe's `outputs:`"):
         load_recipe(unasked)
     relabelled = tmp_path / "labels.yaml"
-    relabelled.write_text(text.replace("- outputs:\n    same: true\n", "- outputs:\n    same: true\n    label: post\n", 1))
+    relabelled.write_text(text.replace("- outputs:\n    same: true\n",
+                                       "- outputs:\n    same: true\n    label: post\n", 1))
     with pytest.raises(RecipeError, match="compares label 'after' with 'before'"):
         load_recipe(relabelled)
     json.dumps(load_recipe(recipe).model_dump(mode="json"))  # the edited recipe itself loads

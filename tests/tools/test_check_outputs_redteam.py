@@ -87,7 +87,8 @@ def test_what_the_red_team_aimed_at_is_refused_or_said(outcomes):
     for case, said in (("srv_chat_shape", "no completion's text"), ("srv_text_number", "no completion's text"),
                        ("srv_error_with_200", "no completion's text"), ("srv_error_body_escapes", "with HTTP 500"),
                        ("srv_deep_nesting", "not JSON (RecursionError)"), ("srv_non_utf8_charset", "not JSON"),
-                       ("models_empty_or_wrong_shape", "no model's id"), ("srv_output_over_32mb", "characters, more than"),
+                       ("models_empty_or_wrong_shape", "no model's id"),
+                       ("srv_output_over_32mb", "characters, more than"),
                        ("cmp_seq_2_after_other_settings", "compare with the same model and max_tokens")):
         assert outcomes[case]["outcome"] == "error" and said in outcomes[case]["said"], (case, outcomes[case])
     assert "(2 of 16 prompts answered)" in outcomes["srv_per_prompt_short"]["said"]
