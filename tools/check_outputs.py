@@ -91,7 +91,8 @@ class CheckOutputs(Tool):
                       label=args.label)
 
     def read_ports(self, args: CheckOutputsArgs) -> list[int]:
-        return [int(args.endpoint.rstrip("/").rsplit(":", 1)[1])]  # the endpoint's, never one another argument names
+        port = int(args.endpoint.rstrip("/").rsplit(":", 1)[1])  # the endpoint's, never one another argument names
+        return [port] if 0 < port < 65536 else []
 
     def run(self, ctx: ToolContext, args: CheckOutputsArgs) -> CheckOutputsResult:
         labels: dict[str, dict] = ctx.store.setdefault(STORE_KEY, {})

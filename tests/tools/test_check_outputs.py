@@ -271,6 +271,8 @@ def test_the_sandbox_relays_the_endpoints_port_only_and_labels_are_plain_words()
     tool = CheckOutputs()
     args = tool.parse_args({"host": "gpu", "endpoint": "http://[::1]:8000/", "label": "before", "model": "m"})
     assert read_ports(tool, args, '{"model": "see http://127.0.0.1:6379"}') == [8000]
+    assert read_ports(tool, tool.parse_args({"host": "gpu", "endpoint": "http://127.0.0.1:99999", "label": "b"}),
+                      "") == []  # no such port: the client says it could not connect
     for label in ("\u202eerofeb", "b\u0435fore", "after\nok", "../x", "a" * 65, ""):
         with pytest.raises(Exception, match="label"):
             tool.parse_args({"host": "gpu", "endpoint": ENDPOINT, "label": label})
