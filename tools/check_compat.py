@@ -145,8 +145,8 @@ class CheckCompat(Tool):
                                  source="pip_freeze_backup and restore_backup"))
         space = _space(ctx, args)
         for short in shortfalls(space):
-            blockers.append(Finding(what=f"too little room for the CUDA {args.cuda} toolkit: {short} (the places checked: "
-                                         f"tmpdir {args.tmpdir}, toolkit_path "
+            blockers.append(Finding(what=f"too little room for the CUDA {args.cuda} toolkit: {short} (the places "
+                                         f"checked: tmpdir {args.tmpdir}, toolkit_path "
                                          f"{args.toolkit_path or f'/usr/local/cuda-{args.cuda}'}); "
                                          "install_runfile refuses it before anything is downloaded (free space there, "
                                          "or, where the goal allows another tmpdir or toolkit_path, check_compat with "

@@ -136,7 +136,8 @@ class CheckOutputs(Tool):
             return (f"{where}: the check stopped before the server had answered every prompt{done} "
                     f"({printable((r.stderr or '').strip()[-200:], 200) or 'cancelled, or past its timeout'}){hint}")
         why = said.get("error") or (r.stderr or r.stdout).strip()[-500:] or f"exit code {r.exit_code}"
-        return f"{where} did not answer: {printable(why, 500)}{done}; is it serving (curl {args.endpoint}/v1/models)?{hint}"
+        return (f"{where} did not answer: {printable(why, 500)}{done}; is it serving (curl {args.endpoint}/v1/models)?"
+                f"{hint}")
 
     def render(self, result: CheckOutputsResult) -> str:
         lines = [f"{result.label}: {result.prompts} prompts to {result.model} at {result.endpoint} on {result.host}, "

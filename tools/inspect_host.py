@@ -6,10 +6,10 @@ One read-only script prints labelled sections; the parsing happens here. Missing
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import json
 import re
 import shlex
-import threading
 
 from pydantic import BaseModel, Field
 
@@ -225,10 +225,14 @@ class InspectHost(Tool):
         cuda_root, disk_paths = "/usr/local", ["/tmp", "/usr/local", "/var/tmp"]
         # The scheduler's clients ask their controller over the network, which the read sandbox withholds: they
         # run beside the rest, outside it. The lines are ours (the node's name quoted), never a model's.
-        asked = _Beside(lambda: outside_the_sandbox(ctx.hosts, args.host).run(
-            schedulers.script(args.host), timeout=60, cancel=ctx.cancel))
-        r = host.run(_script(cuda_root, python, disk_paths), timeout=120, cancel=ctx.cancel)
-        scheduler = asked.result()
+        with cf.ThreadPoolExecutor(1) as beside:
+            asked = beside.submit(outside_the_sandbox(ctx.hosts, args.host).run, schedulers.script(args.host),
+                                  timeout=60, cancel=ctx.cancel)
+            r = host.run(_script(cuda_root, python, disk_paths), timeout=120, cancel=ctx.cancel)
+        try:
+            scheduler = asked.result()
+        except HostError:  # said as a client that could not answer would be: nothing read
+            scheduler = None
         if r.cancelled:
             raise ToolError(f"inspecting {args.host} was cancelled {ctx.cancel_reason()}: no facts were gathered")
         if r.connection_lost or r.timed_out:
@@ -236,30 +240,6 @@ class InspectHost(Tool):
                             f"{'connection lost' if r.connection_lost else 'timed out after 120 s'}")
         said = r.stdout + (f"{MARK} scheduler\n{scheduler.stdout}" if scheduler is not None else "")
         return parse_inspection(said, host=args.host, cuda_root=cuda_root, python=python, disk_paths=disk_paths)
-
-
-class _Beside:
-    """A call run in a thread of its own while the caller does the rest: its result (None where the host could not
-    run it); any other exception is raised where the result is asked for."""
-
-    def __init__(self, call):
-        self._result = self._error = None
-        self._thread = threading.Thread(target=self._run, args=(call,), daemon=True)
-        self._thread.start()
-
-    def _run(self, call) -> None:
-        try:
-            self._result = call()
-        except HostError:
-            self._result = None
-        except BaseException as e:  # noqa: BLE001 - raised in the caller's thread, by result()
-            self._error = e
-
-    def result(self):
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._result
 
 
 def _pip_indexes(section: str) -> list[str]:

@@ -41,7 +41,8 @@ def script(node: str) -> str:
     # name is asked: one word of letters, digits and ._- that starts with a letter or digit, so neither a name nor
     # what a host's `hostname` prints can be an option (`-A`, `--all`), a glob (`*`) or many words.
     names = (f"h=$(hostname -s 2>/dev/null | head -n 1 | cut -c1-253); for n in \"$h\" {shlex.quote(node)}; do "
-             "case \"$n\" in [A-Za-z0-9]*) ;; *) continue;; esac; case \"$n\" in *[!A-Za-z0-9._-]*) continue;; esac; t=$n; ")
+             "case \"$n\" in [A-Za-z0-9]*) ;; *) continue;; esac; "
+             "case \"$n\" in *[!A-Za-z0-9._-]*) continue;; esac; t=$n; ")
 
     def each(prefix: str, lines: int = 500) -> str:
         return f"printf '%s\\n' \"$out\" | head -n {lines} | cut -c1-2000 | sed 's/^/{prefix}|/'"

@@ -46,7 +46,8 @@ STATE_DIR = ".sim"  # the sim's machine state; its programs find it at /.sim ins
 # the venv (a real one's was compiled when it was installed).
 SERVED_PORT = 30000
 SERVED = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\]|0\.0\.0\.0):%d(?!\d)" % SERVED_PORT)
-SERVING = ("PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/python -m sglang.launch_server --model-path {model} --host 127.0.0.1 --port %d "
+SERVING = ("PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/python -m sglang.launch_server --model-path {model} "
+           "--host 127.0.0.1 --port %d "
            ">/dev/null 2>&1 </dev/null &\n"
            # until it listens, or has died (a broken stack): the command then finds the port closed
            "for _ in $(seq 200); do (: </dev/tcp/127.0.0.1/%d) 2>/dev/null && break; kill -0 $! 2>/dev/null || break; "

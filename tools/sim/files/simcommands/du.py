@@ -29,7 +29,7 @@ def du_main(argv: list[str], root) -> int:
     while args:
         a = args.pop(0)
         if a in _UNITS:
-            unit = _UNITS[a]
+            unit = _unit(a, passed)
         elif a.startswith(("-B", "--block-size")) and _block(a, args) is not None:
             unit = _block(a, args, take=True)
         elif a in _PASSED or not a.startswith("-") or a.startswith(("--max-depth=", "--exclude=")):
@@ -42,15 +42,11 @@ def du_main(argv: list[str], root) -> int:
         elif len(a) > 2 and a[0] == "-" and a[1] != "-" and all(f"-{c}" in _UNITS or f"-{c}" in _PASSED for c in a[1:]):
             for c in a[1:]:  # -sh, -shc: one letter each
                 if f"-{c}" in _UNITS:
-                    unit = _UNITS[f"-{c}"]
-                    if c == "b":
-                        passed.append("--apparent-size")
+                    unit = _unit(f"-{c}", passed)
                 else:
                     passed.append(f"-{c}")
         else:
             return gnu.host_program("du", argv)
-    if unit == 1 and "--apparent-size" not in passed:
-        passed.append("--apparent-size")
     real = _host_du()
     if real is None:
         sys.stderr.write("du: command not found\n")
@@ -70,6 +66,13 @@ def du_main(argv: list[str], root) -> int:
         sys.stdout.write(f"{_written(int(size) + extra, unit)}\t{path}\n")
     sys.stderr.write(r.stderr)
     return r.returncode
+
+
+def _unit(flag: str, passed: list[str]) -> object:
+    """The unit a size option asks for; -b counts apparent sizes too, as du's own -b does (-B1 does not)."""
+    if flag in ("-b", "--bytes"):
+        passed.append("--apparent-size")
+    return _UNITS[flag]
 
 
 def _block(a: str, args: list[str], take: bool = False) -> int | None:

@@ -97,6 +97,18 @@ def check_fits(st: dict, model: str) -> None:
                      "#environment-variables)", log)
 
 
+def load(root, torch, model: str | None = None) -> float:
+    """What a server's start does with the weights: the decode tok/s of `model` once loaded, or, where they do not
+    fit, the lines it printed while loading and torch's OutOfMemoryError (`torch` is the fake package's)."""
+    import sys
+
+    try:
+        return decode_tok_s(root, torch.version.cuda, model=model)
+    except DoesNotFit as e:
+        print("\n".join(e.log), file=sys.stderr, flush=True)
+        raise torch.OutOfMemoryError(str(e)) from None
+
+
 def decode_tok_s(root, torch_cuda: str, model: str | None = None) -> float:
     """Single-stream decode tok/s of `model` (default: the one the host serves) on this machine, with the story's
     noise scaled alike. DoesNotFit when its weights do not fit the GPUs."""

@@ -5,8 +5,6 @@ kernels with the toolkit CUDA_HOME points at. Any of these can fail after an upg
 here the same way, with the same exceptions, before a single number is produced.
 """
 
-import sys
-
 import torch
 
 
@@ -21,8 +19,4 @@ def start(model=None):
     root, _ = torch._sim_host.host()
     from simcommands import serving
 
-    try:
-        return root, serving.decode_tok_s(root, torch.version.cuda, model=model)
-    except serving.DoesNotFit as e:
-        print("\n".join(e.log), file=sys.stderr, flush=True)
-        raise torch.OutOfMemoryError(str(e)) from None
+    return root, serving.load(root, torch, model)

@@ -3,7 +3,6 @@ simulated (the server inside this process, the time)."""
 
 import argparse
 import random
-import sys
 
 import torch
 
@@ -18,11 +17,7 @@ def _start(model=None):
     root, simhost = torch._sim_host.host()
     from simcommands import serving
 
-    try:
-        return root, simhost.perf, serving.decode_tok_s(root, torch.version.cuda, model=model)
-    except serving.DoesNotFit as e:
-        print("\n".join(e.log), file=sys.stderr, flush=True)
-        raise torch.OutOfMemoryError(str(e)) from None
+    return root, simhost.perf, serving.load(root, torch, model)
 
 
 def _lengths(args, rng):
