@@ -14,6 +14,7 @@ they change nothing: the hostname is set to itself, devices are only opened read
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import re
 import shlex
@@ -31,6 +32,7 @@ import pytest
 from tools.hosts import Host, HostSpec, LocalHost, SimHost
 from tools.sandbox import SandboxedHost, SandboxInfo, probe_host, sandbox_refusal
 from tools.sandbox.host import SANDBOX_STATUS
+from tools.sandbox.launcher import READ_OPEN_FILES
 from tools.sim import build_sim
 
 TRANSPORTS = ("local", "ssh", "sim")
@@ -491,6 +493,24 @@ def test_a_read_is_a_session_and_a_scheduling_group_of_its_own(target):
     r = target.sandboxed().run(leave, timeout=20)
     assert "left" not in r.stdout and "Operation not permitted" in r.stderr, r
     assert target.host.run(leave, timeout=20).stdout == "left\n"
+
+
+@pytest.mark.parametrize("target", ALL, indirect=True)
+def test_a_read_holds_a_bounded_number_of_open_files(target):
+    # Socket and pipe buffers are kernel memory the OOM killer does not count: a read that stuffs socket
+    # pairs holds up to two of them per pair, so the number of its open files is what bounds it. It cannot
+    # raise the bound again.
+    program = ("import socket\nl = []\ntry:\n    while 1:\n        a, b = socket.socketpair(); a.setblocking(0)\n"
+               "        try:\n            while 1: a.send(b'x' * 65536)\n"
+               "        except BlockingIOError: l.append((a, b))\nexcept OSError as e: print(len(l), e.errno)")
+    stuff = "python3 -c " + shlex.quote(program)
+    r = target.sandboxed().run(f"ulimit -Sn; ulimit -Hn; ulimit -n 4096; echo raised=$?; {stuff}", timeout=30)
+    soft, hard, raised, stuffed = r.stdout.splitlines()
+    assert int(soft) == int(hard) <= READ_OPEN_FILES and raised != "raised=0", r
+    pairs, code = stuffed.split()
+    assert int(pairs) < READ_OPEN_FILES // 2 and code == str(errno.EMFILE), r
+    # outside the sandbox, the host's own bound
+    assert int(target.host.run("ulimit -Hn", timeout=20).stdout) > READ_OPEN_FILES
 
 
 @pytest.mark.parametrize("target", ALL, indirect=True)

@@ -42,6 +42,7 @@ STATUS = "upgrade-agent-sandbox: "
 NOTHING_LISTENS = "nothing listens on the host's 127.0.0.1 at port"  # (host.py reads this line)
 SANDBOX_UID = 1999999999  # a uid no host account uses: the command owns nothing of the host
 READER_PROCESSES = 2048  # processes of that uid at once, every read of a session together
+READ_OPEN_FILES = 1024  # each process of a read: the soft limit most distributions give every process
 EXIT_SETUP, EXIT_TIME, EXIT_OUTPUT, EXIT_CANCELLED = 126, 124, 125, 130
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -711,10 +712,16 @@ def probe():
 
 def bound_the_command():
     """What a read may not spend of the host: no core file (a crash would have the kernel's core handler, as
-    root outside every namespace, write one), and the first place in the OOM killer's line (a read that
-    eats memory is killed before the host's own work). Before any change of uid, which would take the
-    process's /proc files away from it."""
+    root outside every namespace, write one), the first place in the OOM killer's line (a read that
+    eats memory is killed before the host's own work), and READ_OPEN_FILES open files: a socket's or a
+    pipe's buffers are kernel memory no memory count of the process holds and the OOM killer does not see, so
+    their number is what bounds them (ten thousand stuffed socket pairs held 2 GB). Before any change of uid,
+    which would take the process's /proc files away from it; the command cannot raise the bound again
+    (no capability is left it)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    files = READ_OPEN_FILES if hard == resource.RLIM_INFINITY else min(READ_OPEN_FILES, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
     try:
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")
