@@ -545,8 +545,44 @@ def test_benchmarks_follow_the_gpus_and_a_model_that_does_not_fit_fails_to_load(
     too_big = run(h, "/opt/venv/bin/python -m sglang.bench_one_batch --model-path moonshotai/Kimi-K2.5", ok=False)
     assert too_big.exit_code != 0 and "torch.OutOfMemoryError: CUDA out of memory" in too_big.stderr, too_big.stderr
     assert "Load weight begin. avail mem=79.04 GB" in too_big.stderr and "GPU 0 has a total capacity of 79.65 GiB" \
-        in too_big.stderr  # what a loading server says: its weights, and nothing of the sim
+        in too_big.stderr and "/.sim/" not in too_big.stderr  # what a loading server says, and nothing of the sim
     assert serving.served_model_for(gpu_table(8)) == "moonshotai/Kimi-K2.5"  # the story's box keeps its own
+
+
+def test_a_server_told_its_tensor_parallel_size_and_quantization_loads_what_fits_there(tmp_path):
+    """A played model asked two L40S to benchmark Llama-3.1-70B (131.5 GiB in BF16): it tried --tp-size 2
+    --quantization fp8, which fits 90 GB on a real box, and the sim ignored both and failed as before."""
+    from tools.sim.files.simcommands import serving
+
+    box = SimHost(build_sim(tmp_path / "l40s", gpu_model="L40S", gpus=2, bench_noise=0).host_spec("s"))
+    bench = "/opt/venv/bin/python -m sglang.bench_one_batch --model-path meta-llama/Llama-3.1-70B-Instruct "
+
+    def decode(extra):
+        out = run(box, bench + extra, ok=False)
+        found = re.search(r"Decode\.  median latency: [\d.]+ s, median throughput:\s+([\d.]+)", out.stdout)
+        return out, float(found.group(1)) if found else None
+
+    for extra in ("", "--tp-size 2", "--tp-size 1 --quantization fp8"):  # BF16 on both; 68 GiB on one 46 GiB card
+        out, tok_s = decode(extra)
+        assert tok_s is None and "torch.OutOfMemoryError: CUDA out of memory" in out.stderr, (extra, out)
+    out, both = decode("--tp-size 2 --quantization fp8")
+    assert out.exit_code == 0 and both == pytest.approx(
+        89.5 * serving.step_seconds(*serving.REFERENCE)
+        / serving.step_seconds("L40S", 2, "meta-llama/Llama-3.1-70B-Instruct", "fp8"), rel=0.01), out
+    # a checkpoint made for the method is needed; more GPUs than the host has is torch's device error
+    out, _ = decode("--quantization awq")
+    assert out.exit_code != 0 and "ValueError: Cannot find the config file for awq" in out.stderr, out
+    assert "/.sim/" not in out.stderr and "simcommands" not in out.stderr, out.stderr  # a traceback of sglang's
+    out, _ = decode("--tp-size 4 --quantization fp8")
+    assert out.exit_code != 0 and "invalid device ordinal" in out.stderr, out
+    # an 8-bit checkpoint stays as it is: fp8 on the FP8 Qwen changes neither its size nor its speed
+    assert serving.weights_gib("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "fp8") == \
+        serving.weights_gib("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8")
+    # one of two GPUs serves the small model, slower than both
+    small = "/opt/venv/bin/python -m sglang.bench_one_batch --model-path Qwen/Qwen3-8B "
+    rates = [float(re.search(r"median throughput:\s+([\d.]+)", run(box, small + tp).stdout).group(1))
+             for tp in ("--tp-size 1", "--tp-size 2")]
+    assert rates[0] < rates[1], rates
 
 
 def test_nvidia_smi_dmon_samples_each_gpu_as_the_real_one_prints_it(host, sim):

@@ -5,7 +5,10 @@ simhost/perf.py has the story's figures: single-stream decode of 89.5 tok/s with
 step's time there (`step_seconds`: the weights read per token over the GPUs' memory bandwidth, a fixed cost per
 layer, and two all-reduces per layer whose latency is PCIe's or NVLink's). A machine serves the largest model of
 SERVED_MODELS that fits its GPUs' memory with room for the KV cache, so a 4x H100 box does not claim to hold a
-model only eight 96 GB cards can; a benchmark told a model that does not fit fails as loading it does.
+model only eight 96 GB cards can; a benchmark told a model that does not fit fails as loading it does. A server
+told a tensor-parallel size uses that many of the GPUs (`--tp-size`), and one told to quantize a BF16 checkpoint to 8
+bits when loading it (`--quantization fp8`) holds and reads about half its weights; an 8-bit or 4-bit checkpoint
+stays as it is, and a method that needs a checkpoint quantized for it fails as it does in sglang.
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ SERVED_MODELS = {
     "Qwen/Qwen3-32B": (61.0, 61.0, 64),
     "Qwen/Qwen3-8B": (15.3, 15.3, 36),
 }
+BF16_CHECKPOINTS = {"meta-llama/Llama-3.1-70B-Instruct", "Qwen/Qwen3-32B", "Qwen/Qwen3-8B"}
+# --quantization methods that quantize a BF16 checkpoint while loading it (8 bits: about half the bytes; the
+# embedding, norms and head stay in BF16), and those that need a checkpoint made for them.
+ONLINE_8BIT = {"fp8": 0.52, "w8a8_fp8": 0.52, "w8a8_int8": 0.52}
+PREQUANTIZED = {"awq", "awq_marlin", "gptq", "gptq_marlin", "marlin", "compressed-tensors", "modelopt", "modelopt_fp4"}
 FIT_SHARE = 0.90  # of the GPUs' memory the weights may take; the rest is the KV cache and activations
 # Per GPU model (simhost/machine.py's keys): peak memory bandwidth in GB/s, and whether its cards talk over NVLink.
 CARDS = {"RTX PRO 6000 Blackwell": (1792, False), "H100 80GB HBM3": (3352, True), "H200": (4800, True),
@@ -62,29 +70,57 @@ def known_model(asked: str | None) -> str | None:
     return None
 
 
-def step_seconds(gpu_model: str, gpus: int, model: str) -> float:
-    """One decode step's time for one sequence, tensor parallel over every GPU."""
+def weights_gib(model: str, quantization: str | None = None) -> tuple[float, float]:
+    """(GiB the weights take in GPU memory, GiB read per decoded token) of `model` loaded with `quantization`.
+    ValueError, in sglang's words, for a method it cannot apply to this checkpoint."""
+    weights, read, _ = SERVED_MODELS[model]
+    if not quantization or model not in BF16_CHECKPOINTS:
+        return weights, read  # already 8-bit or 4-bit: its own quantization config wins
+    if quantization in ONLINE_8BIT:
+        share = ONLINE_8BIT[quantization]
+        return weights * share, read * share
+    if quantization in PREQUANTIZED:
+        raise ValueError(f"Cannot find the config file for {quantization}")
+    raise ValueError(f"Unknown quantization method: {quantization}. Must be one of "
+                     f"{sorted(set(ONLINE_8BIT) | PREQUANTIZED)}.")
+
+
+def step_seconds(gpu_model: str, gpus: int, model: str, quantization: str | None = None) -> float:
+    """One decode step's time for one sequence, tensor parallel over `gpus` GPUs."""
     bandwidth, nvlink = CARDS[gpu_model]
-    _, read_gib, layers = SERVED_MODELS[model]
+    _, read_gib = weights_gib(model, quantization)
+    layers = SERVED_MODELS[model][2]
     memory = read_gib * 2**30 / (gpus * bandwidth * 1e9 * _BANDWIDTH_USED)
     allreduce = 2 * layers * _ALLREDUCE_S[nvlink] if gpus > 1 else 0.0
     return memory + layers * _LAYER_S + allreduce
 
 
-def check_fits(st: dict, model: str) -> None:
-    """DoesNotFit when the weights need more than the GPUs hold: the log lines a server prints while loading them
-    (as far as they got), and the error torch raises, in their words."""
+def tp_gpus(st: dict, tp_size: int | None) -> int:
+    """The GPUs a server told `--tp-size` uses: all of them when not told. ValueError, as torch's device check
+    words it, for more than the host has."""
+    count = len(st.get("gpus") or [1])
+    if tp_size is None:
+        return count
+    if tp_size < 1 or tp_size > count:
+        raise ValueError(f"--tp-size {tp_size}: CUDA error: invalid device ordinal (the host has {count} GPUs)")
+    return tp_size
+
+
+def check_fits(st: dict, model: str, gpus_used: int | None = None, quantization: str | None = None) -> None:
+    """DoesNotFit when the weights need more than the GPUs used hold: the log lines a server prints while loading
+    them (as far as they got), and the error torch raises, in their words."""
     gpus = st.get("gpus") or []
     if not gpus or model not in SERVED_MODELS:
         return
-    weights_gib = SERVED_MODELS[model][0]
+    used = gpus_used or len(gpus)
+    weights, _ = weights_gib(model, quantization)
     per_gpu = gpus[0]["memory_total_mib"] / 1024
-    if weights_gib <= FIT_SHARE * per_gpu * len(gpus):
+    if weights <= FIT_SHARE * per_gpu * used:
         return
     import time
 
-    shards = max(8, int(weights_gib // 8))
-    loaded = max(1, int(shards * FIT_SHARE * per_gpu * len(gpus) / weights_gib))
+    shards = max(8, int(weights // 8))
+    loaded = max(1, int(shards * FIT_SHARE * per_gpu * used / weights))
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     log = [f"[{stamp} TP0] Load weight begin. avail mem={per_gpu - 0.61:.2f} GB",
            f"Loading safetensors checkpoint shards: {100 * loaded // shards:3d}% Completed | {loaded}/{shards}"]
@@ -97,29 +133,32 @@ def check_fits(st: dict, model: str) -> None:
                      "#environment-variables)", log)
 
 
-def load(root, torch, model: str | None = None) -> float:
+def load(root, torch, model: str | None = None, tp_size: int | None = None, quantization: str | None = None) -> float:
     """What a server's start does with the weights: the decode tok/s of `model` once loaded, or, where they do not
     fit, the lines it printed while loading and torch's OutOfMemoryError (`torch` is the fake package's)."""
     import sys
 
     try:
-        return decode_tok_s(root, torch.version.cuda, model=model)
+        return decode_tok_s(root, torch.version.cuda, model=model, tp_size=tp_size, quantization=quantization)
     except DoesNotFit as e:
         print("\n".join(e.log), file=sys.stderr, flush=True)
         raise torch.OutOfMemoryError(str(e)) from None
 
 
-def decode_tok_s(root, torch_cuda: str, model: str | None = None) -> float:
-    """Single-stream decode tok/s of `model` (default: the one the host serves) on this machine, with the story's
-    noise scaled alike. DoesNotFit when its weights do not fit the GPUs."""
+def decode_tok_s(root, torch_cuda: str, model: str | None = None, tp_size: int | None = None,
+                 quantization: str | None = None) -> float:
+    """Single-stream decode tok/s of `model` (default: the one the host serves) on this machine, over `tp_size` of
+    its GPUs (default: all) with `quantization`, with the story's noise scaled alike. DoesNotFit when its weights do
+    not fit those GPUs; ValueError for a tensor-parallel size or a quantization the server refuses."""
     from simhost import perf
     from simhost import state as host_state
 
     st = host_state.load(root)
     model = known_model(model) or served_model(root)
-    check_fits(st, model)
+    used = tp_gpus(st, tp_size)
+    check_fits(st, model, used, quantization)
     story = perf.decode_tok_s(root, torch_cuda)
     card = st.get("gpu_model")
     if card not in CARDS or model not in SERVED_MODELS:
         return story
-    return story * step_seconds(*REFERENCE) / step_seconds(card, len(st.get("gpus") or [1]), model)
+    return story * step_seconds(*REFERENCE) / step_seconds(card, used, model, quantization)

@@ -27,7 +27,7 @@ def _one(bs, input_len, output_len, tok_s, rng, perf):
 
 
 def main(args):
-    root, tok_s = model_loader.start(args.model_path)
+    root, tok_s = model_loader.start(args.model_path, args.tp_size, args.quantization)
     perf = torch._sim_host.host()[1].perf
     rng = perf.rng()
     for bs in args.batch_size:
@@ -51,9 +51,12 @@ def parser():
     p.add_argument("--correctness-test", action="store_true")
     p.add_argument("--cut-len", type=int, default=4)
     p.add_argument("--profile", action="store_true")
+    # the server arguments that decide what loads where; the others (--trust-remote-code, ...) change nothing here
+    p.add_argument("--tp-size", "--tp", dest="tp_size", type=int, default=None)
+    p.add_argument("--quantization", type=str, default=None)
     return p
 
 
 if __name__ == "__main__":
-    # Server arguments (--tp-size, --trust-remote-code, ...) are accepted and have no effect here.
+    # Other server arguments (--trust-remote-code, --mem-fraction-static, ...) are accepted and have no effect here.
     main(parser().parse_known_args()[0])

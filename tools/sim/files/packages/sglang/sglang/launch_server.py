@@ -24,7 +24,9 @@ def _args(argv):
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
     p.add_argument("--served-model-name", default=None)
-    args, _unknown = p.parse_known_args(argv)  # --tp, --mem-fraction-static, ...: taken as given
+    p.add_argument("--tp-size", "--tp", dest="tp_size", type=int, default=None)
+    p.add_argument("--quantization", default=None)
+    args, _unknown = p.parse_known_args(argv)  # --mem-fraction-static, ...: taken as given
     return args
 
 
@@ -113,7 +115,8 @@ def main(argv=None):
     own = "/usr/local/cuda-%s" % torch.version.cuda
     if "CUDA_HOME" not in os.environ and os.path.isdir(own):
         os.environ["CUDA_HOME"] = own
-    model_loader.start(args.model_path)  # the stack as a real server brings it up: a broken upgrade fails here, as there
+    # the stack as a real server brings it up: a broken upgrade fails here, as there
+    model_loader.start(args.model_path, args.tp_size, args.quantization)
     st = torch._sim_host.state()
     model = args.served_model_name or args.model_path
     server = ThreadingHTTPServer((args.host, args.port), _handler(model, st))

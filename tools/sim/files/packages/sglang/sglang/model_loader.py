@@ -8,9 +8,10 @@ here the same way, with the same exceptions, before a single number is produced.
 import torch
 
 
-def start(model=None):
-    """Bring the stack up and load `model` (default: the one the host serves); returns (sim root, single-stream
-    decode tok/s for this run). Weights that do not fit the GPUs fail as they do when loaded."""
+def start(model=None, tp_size=None, quantization=None):
+    """Bring the stack up and load `model` (default: the one the host serves) over `tp_size` GPUs (default: all)
+    with `quantization`; returns (sim root, single-stream decode tok/s for this run). Weights that do not fit the
+    GPUs fail as they do when loaded."""
     torch.cuda._lazy_init()
     import flashinfer  # noqa: F401
     import sgl_kernel  # noqa: F401
@@ -19,4 +20,7 @@ def start(model=None):
     root, _ = torch._sim_host.host()
     from simcommands import serving
 
-    return root, serving.load(root, torch, model)
+    try:
+        return root, serving.load(root, torch, model, tp_size, quantization)
+    except (torch.OutOfMemoryError, ValueError) as e:
+        raise e.with_traceback(None) from None  # from the loader, as a real server's traceback ends

@@ -17,7 +17,10 @@ def _start(model=None):
     root, simhost = torch._sim_host.host()
     from simcommands import serving
 
-    return root, simhost.perf, serving.load(root, torch, model)
+    try:
+        return root, simhost.perf, serving.load(root, torch, model)
+    except (torch.OutOfMemoryError, ValueError) as e:
+        raise e.with_traceback(None) from None  # from the loader, as a real server's traceback ends
 
 
 def _lengths(args, rng):
