@@ -5,20 +5,24 @@ repository (docs/gpu.md): `.gpu-change-wheels/` in its root, or UPGRADE_AGENT_GP
 hold two versions of packages that torch imports (typing_extensions on `import torch`, filelock
 when torch.compile caches its kernels), the one the machine has and another, and small new
 packages with no dependencies. The change moves each imported package to the version the machine
-does not have and adds the first new package it lacks; the restore takes the machine's own
-versions back from the same index, as a machine without a route to PyPI must.
+does not have, where what the environment has installed accepts it (an image whose anyio wants the
+newest typing_extensions keeps it: a change pip_install refuses for unmet requirements proves no
+rollback), and adds the first new package it lacks; the restore takes the machine's own versions
+back from the same index, as a machine without a route to PyPI must.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from tools.sim.wheels import normalize, wheel_index
 
-from gpu_support import REPO
+from gpu_support import REPO, clean_env, gpu_python
 
 # Imported by torch or the benchmark: the packages whose version the change moves.
 MOVED = ("typing-extensions", "filelock")
@@ -26,6 +30,38 @@ MOVED = ("typing-extensions", "filelock")
 ADDED = ("tabulate", "termcolor")
 
 WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)-")
+
+# Run by the GPU interpreter: every installed distribution's requirements whose markers hold there, as
+# (requirer, name, specifier).
+REQUIREMENTS = """
+import json
+from importlib import metadata
+try:
+    from packaging.requirements import Requirement
+except ImportError:
+    from pip._vendor.packaging.requirements import Requirement
+out = []
+for dist in metadata.distributions():
+    for text in dist.requires or []:
+        req = Requirement(text)
+        if req.marker is None or req.marker.evaluate({"extra": ""}):
+            out.append([dist.metadata["Name"], req.name, str(req.specifier)])
+print(json.dumps(out))
+"""
+
+
+def installed_requirements() -> list[tuple[str, str, str]]:
+    out = subprocess.run([gpu_python(), "-c", REQUIREMENTS], capture_output=True, text=True, env=clean_env(),
+                         check=True).stdout
+    return [tuple(row) for row in json.loads(out)]
+
+
+def accepted(name: str, version: str, requirements: list[tuple[str, str, str]]) -> bool:
+    try:
+        from packaging.specifiers import SpecifierSet
+    except ImportError:
+        from pip._vendor.packaging.specifiers import SpecifierSet
+    return all(version in SpecifierSet(spec) for _, wanted, spec in requirements if normalize(wanted) == name)
 
 
 def carried_wheels() -> list[Path]:
@@ -54,9 +90,12 @@ class ChangePlan:
     index_url: str  # file:// index holding the new versions and the machine's own
 
 
-def plan_change(freeze: dict[str, str], index_dir: Path, wheels: list[Path] | None = None) -> ChangePlan:
-    """The change for an environment whose freeze (normalized name -> 'name==version') is given."""
+def plan_change(freeze: dict[str, str], index_dir: Path, wheels: list[Path] | None = None,
+                requirements: list[tuple[str, str, str]] | None = None) -> ChangePlan:
+    """The change for an environment whose freeze (normalized name -> 'name==version') and installed requirements
+    (default: the GPU interpreter's) are given."""
     wheels = wheels if wheels is not None else carried_wheels()
+    requirements = installed_requirements() if requirements is None else requirements
     carried = versions_carried(wheels)
     have = {normalize(n): line.partition("==")[2] for n, line in freeze.items()}
     moved: dict[str, tuple[str, str]] = {}
@@ -68,7 +107,12 @@ def plan_change(freeze: dict[str, str], index_dir: Path, wheels: list[Path] | No
         other = [v for v in carried[name] if v != now]
         if not other:
             raise SystemExit(f"the carried wheels hold only {name} {now}, the version the machine has")
-        moved[name] = (now, other[0])
+        fits = [v for v in other if accepted(name, v, requirements)]
+        if fits:
+            moved[name] = (now, fits[0])
+    if not moved:
+        raise SystemExit(f"no carried version of {MOVED} is accepted by what the environment requires: carry "
+                         "versions its installed packages accept (docs/gpu.md)")
     new = next((n for n in ADDED if n in carried and n not in have), None)
     if new is None:
         raise SystemExit(f"every package of {ADDED} that was carried is installed already")
