@@ -120,6 +120,17 @@ def test_the_recorded_upgrade_has_its_figures_versions_and_install_confirmed():
     assert check.headline == f"Checked against the record: {len(check.findings)} claims confirmed, none differ"
 
 
+def test_a_version_said_under_a_condition_is_not_a_claim_of_the_end_state():
+    """A played model that stopped before the install wrote "If torch moved to cu130 while the toolkit stayed at
+    12.8, the stack would fail": the check called that a claim that torch was cu130 at the end, which differed."""
+    report = build_report(RECORDED)
+    said = ("If torch moved to cu128 while the toolkit stayed, it would fail. Once torch is on 2.10.0+cu128 again, "
+            "run it. torch is now 2.10.0+cu130.")
+    check = check_report(dataclasses.replace(report, final_answer=said))
+    assert check.differences == [] and [f.says for f in check.confirmed] == \
+        ["the model says torch is 2.10.0+cu130 after"], texts(check.findings)
+
+
 def test_a_toolkit_said_not_installed_is_confirmed_by_the_failed_install():
     check = check_claims(ROOT / "transcripts" / "install-no-space.jsonl")
     [finding] = [f for f in check.findings if f.kind == "toolkit"]

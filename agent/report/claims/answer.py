@@ -140,3 +140,5 @@ class Reading:
 # Words of the answer that more than one kind of claim reads.
 VERSION = r"(?:\d+(?:\.\d+)+(?:(?:a|b|rc|\.post|\.dev)\d+)?(?:\+[A-Za-z0-9.]*[A-Za-z0-9])?|\+?cu\d{2,3}\b)"
 NEGATED = re.compile(r"(?:\b(?:not|never|nothing|no|none)\b|n't)\s+(?:\w+\s+){0,2}$", re.I)  # just before a claim
+# "If torch moved to cu130 while ...", "once torch is on cu130": a condition, not the state the session left
+HYPOTHETICAL = re.compile(r"\b(?:if|unless|once|when|whether|until|were)\s+(?:\w+\s+){0,2}$", re.I)
