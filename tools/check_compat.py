@@ -137,7 +137,9 @@ class CheckCompat(Tool):
                 risks.append(Finding(what=f"torch is built for CUDA {built} and {', '.join(jit)} "
                                           f"compile CUDA code at run time: after a CUDA {major} toolkit, move the "
                                           f"wheels to +cu{major}{minor} builds too, and run them with CUDA_HOME set "
-                                          "to the new toolkit", source="the installed packages"))
+                                          f"to the new toolkit (wheels moved to +cu{major}{minor} without a CUDA "
+                                          f"{major} toolkit fail as those packages compile: torch refuses an nvcc of "
+                                          "another CUDA major)", source="the installed packages"))
         if args.toolkit_path and not LISTED_TOOLKIT.match(norm_path(args.toolkit_path)):
             risks.append(Finding(what=f"a toolkit at {args.toolkit_path} is undone by no backup (a backup lists, and a "
                                       "restore removes, the toolkits at /usr/local/cuda-* only): installing it there "

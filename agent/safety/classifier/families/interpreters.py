@@ -161,11 +161,11 @@ def _python(an: Analysis, cmd: _Cmd) -> None:
                         return
                     _inline_code(an, cmd, value, "python", "-c")
                     return
+                if letter == "m":
+                    _python_module(an, cmd, value, rest, plain_flags=probe_flags)
+                    return
                 probe_flags = probe_flags and (letter in _PROBE_FLAGS or letter == "X" and value is not None
                                                and value.text in _PROBE_X_OPTIONS)
-                if letter == "m":
-                    _python_module(an, cmd, value, rest)
-                    return
                 if letter in "WX":
                     # -W action:message:category:...: a category with a dot is imported at startup, before
                     # any code runs (`-W ignore::venv.__main__.X` creates a venv).
@@ -215,7 +215,9 @@ def _version_probe(an: Analysis, cmd: _Cmd, code: Arg | None) -> bool:
     return True
 
 
-def _python_module(an: Analysis, cmd: _Cmd, module_arg: Arg | None, rest: list[Arg]) -> None:
+def _python_module(an: Analysis, cmd: _Cmd, module_arg: Arg | None, rest: list[Arg], plain_flags: bool = True) -> None:
+    """`python -m MODULE REST`. `plain_flags`: the interpreter's options before -m change nothing of what it runs
+    (no -i, which runs standard input after the module; no -X pycache_prefix=DIR, which writes there)."""
     module = module_arg.text if module_arg is not None else None
     cwd = an.cwd
     if an.changed_dir and (module == "pip" or cwd is None or (cwd + "/").startswith(UNTRUSTED_DIRS)):
@@ -225,10 +227,12 @@ def _python_module(an: Analysis, cmd: _Cmd, module_arg: Arg | None, rest: list[A
         an.add(MUTATING, "python:-m-after-cd", f"after `cd`, `{cmd.prog} -m {module or '...'}` runs whatever module "
                                                f"of that name lies in the new directory")
         return
-    if module in _PROBE_MODULES and not rest:
+    if module in _PROBE_MODULES and not rest and plain_flags:
         an.allow(cmd, "python version probe", check_globs=False)
         return
-    if module in _HELP_MODULES and [a.text for a in rest] in (["--help"], ["-h"]):
+    if (module in _HELP_MODULES or module in _WORKLOAD_MODULES) and [a.text for a in rest] in (["--help"], ["-h"]) \
+            and plain_flags:
+        # argparse prints the options and exits: a benchmark's --help runs none (played models were refused it)
         an.allow(cmd, f"{module} --help", check_globs=False)
         return
     if module == "json.tool":
@@ -246,7 +250,7 @@ def _python_module(an: Analysis, cmd: _Cmd, module_arg: Arg | None, rest: list[A
         an.add(
             MUTATING,
             "python:-m",
-            f"`{cmd.prog} -m {module}` runs a benchmark, which counts as read-only only as a workload",
+            f"`{cmd.prog} -m {module}` runs a benchmark, which counts as read-only only through run_bench",
         )
     else:
         an.add(MUTATING, "python:-m", f"`{cmd.prog} -m {module or '...'}` runs a Python module, which can change the host")
@@ -276,7 +280,8 @@ def _vllm(an: Analysis, cmd: _Cmd) -> None:
         if an.workload:
             an.allow_workload(cmd, f"vllm bench {texts[1]}")
         else:
-            an.add(MUTATING, "vllm:bench", "`vllm bench` runs a benchmark, which counts as read-only only as a workload")
+            an.add(MUTATING, "vllm:bench", "`vllm bench` runs a benchmark, which counts as read-only only through "
+                                           "run_bench")
     elif texts in (["--version"], ["-v"], ["--help"], ["-h"]) or len(texts) == 2 and texts[1] in ("--help", "-h") \
             and texts[0] in ("serve", "bench", "chat", "complete", "run-batch", "collect-env"):
         an.allow(cmd)  # `vllm serve --help`: argparse prints the options and exits
