@@ -129,6 +129,12 @@ def test_a_version_said_under_a_condition_is_not_a_claim_of_the_end_state():
     check = check_report(dataclasses.replace(report, final_answer=said))
     assert check.differences == [] and [f.says for f in check.confirmed] == \
         ["the model says torch is 2.10.0+cu130 after"], texts(check.findings)
+    # the same for every kind of claim: a toolkit, the link, a restore, the upgrade done, each said as a condition
+    conditions = ("If the cuda symlink was moved, jobs break. If CUDA 13.0 was not installed, nothing runs. Once the "
+                  "upgrade is done, rerun. Unless the backup was restored, torch stays.")
+    assert check_report(dataclasses.replace(report, final_answer=conditions)).findings == []
+    stated = "The cuda symlink was moved. CUDA 13.0 was not installed. The backup was restored."
+    assert len(check_report(dataclasses.replace(report, final_answer=stated)).differences) == 3
 
 
 def test_a_toolkit_said_not_installed_is_confirmed_by_the_failed_install():

@@ -22,6 +22,11 @@ from pathlib import Path
 
 from tools.sim.wheels import normalize, wheel_index
 
+try:
+    from packaging.specifiers import SpecifierSet
+except ImportError:  # the GPU machine's torch environment may lack it; pip carries its own
+    from pip._vendor.packaging.specifiers import SpecifierSet
+
 from gpu_support import REPO, clean_env, gpu_python
 
 # Imported by torch or the benchmark: the packages whose version the change moves.
@@ -57,10 +62,6 @@ def installed_requirements() -> list[tuple[str, str, str]]:
 
 
 def accepted(name: str, version: str, requirements: list[tuple[str, str, str]]) -> bool:
-    try:
-        from packaging.specifiers import SpecifierSet
-    except ImportError:
-        from pip._vendor.packaging.specifiers import SpecifierSet
     return all(version in SpecifierSet(spec) for _, wanted, spec in requirements if normalize(wanted) == name)
 
 

@@ -540,8 +540,8 @@ def test_no_redteam_line_changes_another_process_or_the_network(mechanism_run):
 
 @slow
 def test_no_redteam_line_reads_the_kernels_message_queue(mechanism_run):
-    # the two first corpora aim at it; the later ones at the bounds
-    assert sum("kmsg" in run.command for run in mechanism_run.runs) >= 1 or mechanism_run.corpus >= "2026-12-06"
+    if mechanism_run.corpus in ("2026-12-03", "2026-12-05"):  # the two that aim at it; the later ones at the bounds
+        assert sum("kmsg" in run.command for run in mechanism_run.runs) >= 1
     opened = [run.command for run in not_findings(mechanism_run) if opened_kmsg(run)]
     assert not opened, f"{mechanism_run.mechanism}: lines opened /proc/kmsg:\n" + "\n".join(opened)
 

@@ -136,9 +136,14 @@ class Reading:
         """The record those words are checked against: their host's, else the whole run's."""
         return self.rec.at(self.host(pos))
 
+    def conditional(self, pos: int) -> bool:
+        """Whether the words just before `pos` make what follows a condition ("If torch moved to cu130 while ...",
+        "once the toolkit is installed"): what would follow, not the state the session left, so no claim."""
+        return bool(HYPOTHETICAL.search(self.line[max(0, pos - 32):pos]))
+
 
 # Words of the answer that more than one kind of claim reads.
 VERSION = r"(?:\d+(?:\.\d+)+(?:(?:a|b|rc|\.post|\.dev)\d+)?(?:\+[A-Za-z0-9.]*[A-Za-z0-9])?|\+?cu\d{2,3}\b)"
 NEGATED = re.compile(r"(?:\b(?:not|never|nothing|no|none)\b|n't)\s+(?:\w+\s+){0,2}$", re.I)  # just before a claim
-# "If torch moved to cu130 while ...", "once torch is on cu130": a condition, not the state the session left
-HYPOTHETICAL = re.compile(r"\b(?:if|unless|once|when|whether|until|were)\s+(?:\w+\s+){0,2}$", re.I)
+# Words just before a claim that make it a condition (Reading.conditional)
+HYPOTHETICAL = re.compile(r"\b(?:if|unless|once|when|whether|until|were)\s+(?:\w+\s+){0,3}$", re.I)

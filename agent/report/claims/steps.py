@@ -23,15 +23,17 @@ _BACKUP_ID = re.compile(r"(?<![\w.-])(?P<id>[A-Za-z0-9][\w.-]*-\d{8}-\d{6}-[0-9a
 def steps(rd: Reading) -> Iterator[Finding]:
     line = rd.line
     for m in _SYMLINK.finditer(line):
+        if rd.conditional(m.start()):
+            continue
         finding = _symlink_claim(m.group("state").lower(), m.group(0), rd.at(m.start()))
         if finding:
             yield finding
     for m in _RESTORED.finditer(line):
         before = line[max(0, m.start() - 32):m.start()]
-        if not _MAYBE.search(before):
+        if not _MAYBE.search(before) and not rd.conditional(m.start()):
             yield _restore_claim(bool(m.group("neg") or NEGATED.search(before)), m.group(0), rd.at(m.start()))
     for m in _DONE.finditer(line):
-        if not m.group("neg"):
+        if not m.group("neg") and not rd.conditional(m.start()):
             finding = _done_claim(m.group(0), rd.at(m.start()))
             if finding:
                 yield finding

@@ -23,6 +23,8 @@ _CUDA_ARROW = re.compile(r"\bCUDA(?:\s+toolkit)?\s+(?P<a>\d+\.\d+)\s*(?:->|→|=
 
 def toolkits(rd: Reading) -> Iterator[Finding]:
     for m in _INSTALLED.finditer(rd.line):
+        if rd.conditional(m.start()):
+            continue
         v = m.group("v") or m.group("v2")
         negative = bool(m.group("neg") or m.group("neg2"))
         finding = _install_claim(v, negative, m.group(0), rd.at(m.start()),
@@ -30,6 +32,8 @@ def toolkits(rd: Reading) -> Iterator[Finding]:
         if finding:
             yield finding
     for m in _CUDA_ARROW.finditer(rd.line):
+        if rd.conditional(m.start()):
+            continue
         rec = rd.at(m.start())
         finding = _install_claim(m.group("b"), False, m.group(0), rec, state=True,
                                  says=f"the model says CUDA {m.group('a')} -> {m.group('b')}" + _on(rec))

@@ -13,7 +13,7 @@ import re
 from functools import lru_cache
 from typing import Iterator
 
-from agent.report.claims.answer import HYPOTHETICAL, NEGATED, VERSION, Reading
+from agent.report.claims.answer import NEGATED, VERSION, Reading
 from agent.report.claims.findings import Finding
 from agent.report.claims.record import Record, same_version
 from tools.pip_freeze_backup import normalize
@@ -90,8 +90,8 @@ def _package_versions(rd: Reading) -> Iterator[Finding]:
         before = line[max(0, m.start() - 24):m.start()]
         if NEGATED.search(before):
             continue  # "I did not install torch==X": what was not done is for the steps to show
-        if HYPOTHETICAL.search(before):
-            continue  # "if torch moved to cu130, ...": what would follow, not what is
+        if rd.conditional(m.start()):
+            continue
         # "is", "now", "moved to", "installed X" and "X is installed" speak of the state the session left.
         after_claim = bool(m.group("is") or m.group("now") or m.group("moved") or m.group("installed")
                            or re.search(r"\b(?:installed|now)\s+$", before, re.I))
